@@ -1,0 +1,1 @@
+"""kubellm.operator."""
