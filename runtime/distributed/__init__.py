@@ -1,0 +1,1 @@
+"""Tensor and pipeline parallel state and communication (torch.distributed)."""

@@ -1,0 +1,208 @@
+"""LLMEngine: requests in, RequestOutputs out, one ``step()`` at a time.
+
+A step is three calls: the scheduler picks tokens to compute, the model runner computes
+them and samples, post-processing appends tokens, detokenizes and checks stop
+conditions. A request with ``n > 1`` runs as n sequences (ids ``<id>#<i>``) and is
+reported as one RequestOutput.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from kubellm.runtime.config import EngineConfig
+from kubellm.runtime.outputs import CompletionOutput, RequestOutput
+from kubellm.runtime.request import Request
+from kubellm.runtime.sampling_params import SamplingParams
+from kubellm.runtime.scheduler import Scheduler
+
+log = logging.getLogger(__name__)
+
+
+class PromptTooLongError(ValueError):
+    """The prompt (plus room for one token) does not fit ``max_model_len``."""
+
+
+@dataclass
+class EngineStats:
+    num_waiting: int
+    num_running: int
+    kv_cache_usage: float
+    num_free_blocks: int
+    num_total_blocks: int
+    num_preemptions_total: int
+    prompt_tokens_total: int
+    generation_tokens_total: int
+    prefix_cache_queries_total: int
+    prefix_cache_hits_total: int
+
+
+@dataclass(eq=False)
+class _Group:
+    """A user request: its prompt and its n sequences."""
+    request_id: str
+    prompt: str | None
+    prompt_token_ids: list[int]
+    sequences: list[Request]
+    texts: list[str]
+    arrival_time: float
+
+
+class LLMEngine:
+    def __init__(self, config: EngineConfig, tokenizer, executor, kv, scheduler: Scheduler,
+                 eos_token_ids: set[int], model_name: str):
+        self.config = config
+        self.tokenizer = tokenizer
+        self.executor = executor
+        self.kv = kv
+        self.scheduler = scheduler
+        self.eos_token_ids = eos_token_ids
+        self.model_name = model_name
+        self._groups: dict[str, _Group] = {}
+        self.prompt_tokens_total = 0
+        self.generation_tokens_total = 0
+
+    @classmethod
+    def from_config(cls, config: EngineConfig) -> "LLMEngine":
+        from kubellm.runtime.engine_builder import build_engine
+        return build_engine(cls, config)
+
+    # ---- requests ------------------------------------------------------------------
+    def add_request(self, request_id: str, prompt: str | list[int], params: SamplingParams,
+                    priority: int = 0) -> None:
+        if request_id in self._groups:
+            raise ValueError(f"request id {request_id!r} is already in use")
+        if isinstance(prompt, str):
+            text, token_ids = prompt, self.tokenizer.encode(prompt)
+        else:
+            text, token_ids = None, [int(t) for t in prompt]
+        self._check_prompt(token_ids, params)
+        max_len = self.config.max_model_len
+        max_tokens = min(params.max_tokens or max_len, max_len - len(token_ids))
+        now = time.monotonic()
+        sequences = []
+        for i in range(params.n):
+            seq = Request(f"{request_id}#{i}", token_ids, params, priority, now,
+                          max_tokens=max_tokens)
+            seq.sampling_state = self._make_sampling_state(seq, i)
+            seq.detokenizer = self._make_detokenizer(token_ids, params)
+            seq.logprobs = [] if params.logprobs is not None else None
+            sequences.append(seq)
+        self._groups[request_id] = _Group(request_id, text, token_ids, sequences,
+                                          [""] * params.n, now)
+        for seq in sequences:
+            self.scheduler.add_request(seq)
+        self.prompt_tokens_total += len(token_ids) * params.n
+
+    def abort_request(self, request_id: str) -> None:
+        group = self._groups.pop(request_id, None)
+        if group is None:
+            return
+        for seq in group.sequences:
+            self.scheduler.finish_request(seq, "abort")
+
+    def has_unfinished_requests(self) -> bool:
+        return bool(self._groups)
+
+    # ---- one step ------------------------------------------------------------------
+    def step(self) -> list[RequestOutput]:
+        out = self.scheduler.schedule()
+        if out.is_empty:
+            return []
+        tables = [self.kv.block_table(s.request.request_id) for s in out.scheduled]
+        sampled, logprobs = self.executor.execute(out, tables)
+        progressed = self.scheduler.update(out, sampled)
+        return self._postprocess(progressed, logprobs)
+
+    # ---- helpers -------------------------------------------------------------------
+    def _check_prompt(self, token_ids: list[int], params: SamplingParams) -> None:
+        if not token_ids:
+            raise PromptTooLongError("the prompt is empty")
+        max_len = self.config.max_model_len
+        if len(token_ids) + 1 > max_len:
+            raise PromptTooLongError(
+                f"the prompt has {len(token_ids)} tokens; max_model_len is {max_len}, which "
+                "leaves no room to generate")
+        vocab = self.executor.vocab_size
+        if min(token_ids) < 0 or max(token_ids) >= vocab:
+            raise ValueError(f"prompt token ids must lie in [0, {vocab})")
+
+    def _make_sampling_state(self, seq: Request, index: int):
+        from kubellm.runtime.sampler import SamplingState
+        state = SamplingState.create(seq.params, seq.prompt_token_ids, index,
+                                     self.executor.device)
+        state.output_token_ids = seq.output_token_ids  # shared: the sampler sees new tokens
+        return state
+
+    def _make_detokenizer(self, token_ids, params):
+        from kubellm.runtime.detokenizer import IncrementalDetokenizer
+        return IncrementalDetokenizer(self.tokenizer, token_ids, params)
+
+    def _postprocess(self, progressed: list[Request], logprobs: dict) -> list[RequestOutput]:
+        now = time.monotonic()
+        touched: dict[str, _Group] = {}
+        for seq in progressed:
+            self.generation_tokens_total += 1
+            if seq.first_token_time is None:
+                seq.first_token_time = now
+            if seq.logprobs is not None:
+                seq.logprobs.append(logprobs.get(seq.request_id) or {})
+            group_id, _, index = seq.request_id.rpartition("#")
+            group = self._groups.get(group_id)
+            if group is None:
+                continue
+            self._advance_text(seq, group, int(index))
+            touched[group_id] = group
+        return [self._make_output(g) for g in touched.values()]
+
+    def _advance_text(self, seq: Request, group: _Group, index: int) -> None:
+        token = seq.output_token_ids[-1]
+        params = seq.params
+        reason, stop = None, None
+        min_reached = seq.num_output_tokens >= params.min_tokens
+        if token in self.eos_token_ids and not params.ignore_eos and min_reached:
+            reason = "stop"
+        elif token in params.stop_token_ids and min_reached:
+            reason, stop = "stop", token
+        else:
+            group.texts[index] += seq.detokenizer.append(token)
+            if seq.detokenizer.is_stopped:
+                reason, stop = "stop", seq.detokenizer.stop_reason
+                group.texts[index] = seq.detokenizer.output_text
+            elif (seq.num_output_tokens >= seq.max_tokens
+                  or seq.num_tokens >= self.config.max_model_len):
+                reason = "length"
+        if reason is not None:
+            if stop is None or isinstance(stop, int):
+                group.texts[index] += seq.detokenizer.flush()
+            self.scheduler.finish_request(seq, reason, stop)
+
+    def _make_output(self, group: _Group) -> RequestOutput:
+        completions = [
+            CompletionOutput(index=i, text=group.texts[i], token_ids=list(seq.output_token_ids),
+                             finish_reason=seq.finish_reason, stop_reason=seq.stop_reason,
+                             logprobs=list(seq.logprobs) if seq.logprobs is not None else None)
+            for i, seq in enumerate(group.sequences)]
+        finished = all(seq.is_finished for seq in group.sequences)
+        if finished:
+            self._groups.pop(group.request_id, None)
+        first = min((s.first_token_time for s in group.sequences if s.first_token_time),
+                    default=None)
+        return RequestOutput(
+            request_id=group.request_id, prompt=group.prompt,
+            prompt_token_ids=group.prompt_token_ids, outputs=completions, finished=finished,
+            num_cached_tokens=group.sequences[0].num_cached_tokens,
+            metrics={"arrival_time": group.arrival_time, "first_token_time": first,
+                     "num_preemptions": sum(s.num_preemptions for s in group.sequences)})
+
+    def get_stats(self) -> EngineStats:
+        return EngineStats(
+            num_waiting=len(self.scheduler.waiting), num_running=len(self.scheduler.running),
+            kv_cache_usage=self.kv.usage, num_free_blocks=self.kv.num_free_blocks,
+            num_total_blocks=self.kv.num_blocks,
+            num_preemptions_total=self.scheduler.num_preemptions,
+            prompt_tokens_total=self.prompt_tokens_total,
+            generation_tokens_total=self.generation_tokens_total,
+            prefix_cache_queries_total=self.kv.prefix_queries,
+            prefix_cache_hits_total=self.kv.prefix_hits)

@@ -1,0 +1,125 @@
+"""Assembling an LLMEngine from an EngineConfig: resolve the model directory, device and
+dtype, load tokenizer and weights, size the KV-cache pool, wire the scheduler."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+import torch
+
+from kubellm.runtime.config import EngineConfig
+from kubellm.runtime.config_sources import ConfigError
+from kubellm.runtime.kv_cache import KVCacheManager
+from kubellm.runtime.scheduler import Scheduler
+
+log = logging.getLogger(__name__)
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def resolve_model_dir(config: EngineConfig) -> str:
+    if config.model is None:
+        from kubellm.runtime.default_model import default_model_path
+        return default_model_path()
+    if os.path.isdir(config.model):
+        return config.model
+    # a Hugging Face id: use the local hub cache only (pods download with their own
+    # tooling into a volume; this process never fetches weights)
+    try:
+        from huggingface_hub import snapshot_download
+        return snapshot_download(config.model, local_files_only=True)
+    except Exception:
+        raise ConfigError("model", f"{config.model!r} is neither a directory nor a model in "
+                                   "the local Hugging Face cache") from None
+
+
+def resolve_device(config: EngineConfig) -> torch.device:
+    if config.device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if config.device == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device", "cuda was asked for but no CUDA device is visible")
+    return torch.device(config.device)
+
+
+def resolve_dtype(config: EngineConfig, device: torch.device) -> torch.dtype:
+    if config.dtype == "auto":
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    return DTYPES[config.dtype]
+
+
+def eos_token_ids(model_dir: str, tokenizer) -> set[int]:
+    ids = set()
+    if tokenizer.eos_token_id is not None:
+        ids.add(tokenizer.eos_token_id)
+    path = os.path.join(model_dir, "generation_config.json")
+    if os.path.exists(path):
+        with open(path) as fh:
+            eos = json.load(fh).get("eos_token_id")
+        ids.update(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+    return ids
+
+
+def build_engine(engine_cls, config: EngineConfig):
+    from transformers import AutoConfig, AutoTokenizer
+
+    from kubellm.runtime.loader import load_model
+    from kubellm.runtime.model_runner import ModelRunner
+    from kubellm.runtime.sampler import Sampler
+
+    if config.tensor_parallel_size * config.pipeline_parallel_size > 1:
+        from kubellm.runtime.distributed.executor import build_distributed_engine
+        return build_distributed_engine(engine_cls, config)
+    model_dir = resolve_model_dir(config)
+    device = resolve_device(config)
+    dtype = resolve_dtype(config, device)
+    hf_config = AutoConfig.from_pretrained(model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(config.tokenizer or model_dir)
+    config.max_model_len = _resolve_max_model_len(config, hf_config)
+    torch.manual_seed(config.seed)
+    model = load_model(model_dir, hf_config, dtype, device)
+    eos = eos_token_ids(model_dir, tokenizer)
+    backend = config.attention_backend
+    if backend == "auto":
+        backend = "triton" if device.type == "cuda" else "torch"
+    runner = ModelRunner(model, Sampler(eos), device, dtype, config.block_size, backend)
+    num_blocks = _num_kv_blocks(config, runner)
+    runner.allocate_kv_cache(num_blocks)
+    capacity = num_blocks * config.block_size
+    if capacity < config.max_model_len:
+        log.warning("KV pool holds %d tokens < max_model_len %d; lowering max_model_len",
+                    capacity, config.max_model_len)
+        config.max_model_len = capacity
+    log.info("KV cache: %d blocks of %d tokens = %d tokens (%.2f GiB)", num_blocks,
+             config.block_size, capacity, num_blocks * runner.kv_bytes_per_block() / 2**30)
+    kv = KVCacheManager(num_blocks, config.block_size, config.enable_prefix_caching)
+    scheduler = Scheduler(kv, config.max_num_batched_tokens, config.max_num_seqs,
+                          config.scheduling_policy, config.timeslice_steps)
+    name = config.model or "SmolLM2-135M-Instruct"
+    return engine_cls(config, tokenizer, runner, kv, scheduler, eos, name)
+
+
+def _resolve_max_model_len(config: EngineConfig, hf_config) -> int:
+    model_max = hf_config.max_position_embeddings
+    if config.max_model_len is None:
+        return model_max
+    if config.max_model_len > model_max:
+        raise ConfigError("max_model_len", f"{config.max_model_len} exceeds the model's "
+                                           f"max_position_embeddings ({model_max})")
+    return config.max_model_len
+
+
+def _num_kv_blocks(config: EngineConfig, runner) -> int:
+    if config.num_kv_blocks is not None:
+        return config.num_kv_blocks
+    per_block = runner.kv_bytes_per_block()
+    if runner.device.type == "cuda":
+        from kubellm.runtime.memory_profiler import cuda_kv_budget_bytes
+        budget = cuda_kv_budget_bytes(runner, config)
+    else:
+        budget = int(config.cpu_kv_cache_gb * 2**30)
+    num_blocks = budget // per_block
+    if num_blocks < 2:
+        raise ConfigError("gpu_memory_utilization" if runner.device.type == "cuda"
+                          else "cpu_kv_cache_gb", "leaves no room for the KV cache")
+    return num_blocks

@@ -1,0 +1,1 @@
+"""Model building blocks; parallel linears and embeddings carry their own weight loaders."""

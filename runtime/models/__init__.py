@@ -1,0 +1,1 @@
+"""Model families, looked up by the checkpoint's ``architectures`` / ``model_type``."""
