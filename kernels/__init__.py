@@ -1,1 +1,12 @@
-"""kubellm.kernels."""
+"""kubellm.kernels: Triton kernels, one op per module, each with a plain-torch reference.
+
+- ``paged_attention``: varlen causal attention over the paged KV cache (+ split-KV)
+- ``reshape_and_cache``: ``write_kv_cache`` through the slot mapping
+- ``rms_norm``: ``rms_norm`` and ``fused_add_rms_norm``
+- ``rotary``: ``apply_rotary`` and ``build_cos_sin_cache`` (default and llama3 scaling)
+- ``activation``: ``silu_and_mul``
+
+Nothing is imported here, so ``import kubellm.kernels`` stays cheap; import the module
+of the op you need. CPU tensors run the kernels in triton's interpreter, which needs
+``TRITON_INTERPRET=1`` before triton is first imported (see ``_launch``).
+"""

@@ -1,0 +1,68 @@
+"""Shared launcher plumbing: check that a kernel can run on the inputs' device, check arguments.
+
+Triton reads ``TRITON_INTERPRET`` when ``@triton.jit`` decorates a function, and its own
+library functions (``tl.max``, ``tl.cdiv``...) are decorated when ``triton`` is first
+imported. So CPU tensors can only run kernels if that variable was set before the first
+``import triton`` of the process (tests/conftest.py does it on machines without CUDA).
+A kernel compiled for the GPU cannot run on CPU tensors; we say so instead of letting
+triton fail with an obscure message.
+"""
+import torch
+from triton.runtime.interpreter import InterpretedFunction
+
+
+def is_interpreted(kernel) -> bool:
+    """True when `kernel` (a ``@triton.jit`` function) runs in triton's CPU interpreter."""
+    return isinstance(kernel, InterpretedFunction)
+
+
+def kernel_for(kernel, device: torch.device, tuned=None):
+    """The kernel to launch for tensors on `device`: `tuned` (an autotuned wrapper of
+    `kernel`) when compiled for CUDA, else `kernel` itself."""
+    if is_interpreted(kernel):
+        return kernel
+    if device.type != "cuda":
+        raise RuntimeError(
+            f"{kernel.__name__}: tensors on {device} run only under triton's interpreter; set "
+            "TRITON_INTERPRET=1 before triton is first imported in this process")
+    return tuned if tuned is not None else kernel
+
+
+def check_tensor(name: str, t, ndim: int, dtypes=None, device=None, last_dim_contiguous=True):
+    """Raise a ValueError/TypeError naming `name` when `t` is not what a kernel needs."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dim() != ndim:
+        raise ValueError(f"{name} must have {ndim} dimensions, got shape {tuple(t.shape)}")
+    if dtypes is not None and t.dtype not in dtypes:
+        allowed = ", ".join(str(d).replace("torch.", "") for d in dtypes)
+        raise TypeError(f"{name} must have dtype {allowed}, got {str(t.dtype).replace('torch.', '')}")
+    if device is not None and t.device != device:
+        raise ValueError(f"{name} is on {t.device} but the other inputs are on {device}")
+    if last_dim_contiguous and t.numel() > 0 and t.stride(-1) != 1:
+        raise ValueError(f"{name} must be contiguous in its last dimension, got strides {t.stride()}")
+
+
+def check_contiguous(name: str, t: torch.Tensor):
+    if not t.is_contiguous():
+        raise ValueError(f"{name} must be contiguous, got shape {tuple(t.shape)} strides {t.stride()}")
+
+
+def check_shape(name: str, t: torch.Tensor, expected: tuple):
+    if tuple(t.shape) != tuple(expected):
+        raise ValueError(f"{name} must have shape {tuple(expected)}, got {tuple(t.shape)}")
+
+
+FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+def check_kv_cache(k_cache, v_cache, dtype: torch.dtype, device: torch.device):
+    """Both caches [num_blocks, block_size, Hkv, D], contiguous, same shape, `dtype`."""
+    for name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):
+        check_tensor(name, cache, 4, (dtype,), device)
+        check_contiguous(name, cache)
+    check_shape("v_cache", v_cache, k_cache.shape)
+
+
+# (atol, rtol) for ops that round their fp32 result once to the output dtype.
+ELEMENTWISE_TOLERANCES = {torch.float32: (1e-5, 1e-5), torch.float16: (1e-3, 1e-3),
+                          torch.bfloat16: (1e-2, 1e-2)}

@@ -1,0 +1,340 @@
+"""Varlen paged attention over a block table: prefills, prefix-cached prefills and decodes.
+
+One kernel serves a whole batch. Query token ``i`` of sequence ``b`` sits at absolute
+position ``seq_lens[b] - q_len_b + i`` and attends (causally) to keys ``0..position`` of
+that sequence, read from the paged cache through ``block_tables[b]``.
+
+Tiling: a program owns one KV head and ``BLOCK_M`` query rows, where a row is one
+(query token, query head) pair of the heads that share that KV head (GQA). Packing the
+group's heads into M lets a decode (one query token) still use ``tl.dot``, and each K/V
+tile is read once for the whole group. Keys stream in ``BLOCK_N`` tiles with an online
+softmax in fp32 (base-2 exponentials).
+
+Split-KV (flash-decoding): with few sequences and long contexts a grid of one program per
+(sequence, KV head) leaves most SMs idle, so the key range is cut into ``NUM_SPLITS``
+chunks computed in parallel; each writes a normalised partial output and its log-sum-exp,
+and a second kernel merges them.
+
+Tolerances against ``paged_attention_ref`` are ``TOLERANCES`` (atol, rtol): fp32 2e-5
+(ieee dots), fp16 3e-3, bf16 2e-2 -- P is rounded to the model dtype before the P@V
+product, as in every flash-attention kernel, and the output is rounded once more.
+"""
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from kubellm.kernels._launch import (
+    check_kv_cache, check_shape, check_tensor, is_interpreted, kernel_for,
+)
+
+_LOG2E = 1.4426950408889634
+_MAX_SPLITS = 16
+TOLERANCES = {torch.float32: (2e-5, 2e-5), torch.float16: (3e-3, 3e-3),
+              torch.bfloat16: (2e-2, 2e-2)}
+
+
+@triton.jit
+def _paged_attention_kernel(
+    q_ptr,            # [T, Hq, D]
+    k_cache_ptr,      # [num_blocks, BLOCK_SIZE, Hkv, D]
+    v_cache_ptr,      # [num_blocks, BLOCK_SIZE, Hkv, D]
+    block_tables_ptr,  # [B, max_blocks] int32
+    seq_lens_ptr,     # [B] int32
+    cu_seqlens_q_ptr,  # [B + 1] int32
+    out_ptr,          # [T, Hq, D]                    (NUM_SPLITS == 1)
+    part_out_ptr,     # [T, Hq, NUM_SPLITS, D] fp32   (NUM_SPLITS > 1)
+    part_lse_ptr,     # [T, Hq, NUM_SPLITS] fp32      (NUM_SPLITS > 1)
+    num_seqs,
+    scale_log2,       # softmax scale * log2(e)
+    stride_qt, stride_qh,
+    stride_cb, stride_ct, stride_ch,
+    stride_bt,
+    stride_ot, stride_oh,
+    GROUP: tl.constexpr,        # query heads per KV head
+    HEAD_DIM: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,   # tokens per KV-cache block
+    BLOCK_M: tl.constexpr,      # query rows per program = BLOCK_Q tokens x GROUP heads
+    BLOCK_Q: tl.constexpr,
+    BLOCK_N: tl.constexpr,      # keys per tile
+    NUM_SPLITS: tl.constexpr,
+    DOT_FP32: tl.constexpr,     # interpreter only: numpy cannot multiply bf16
+    DOT_PRECISION: tl.constexpr,
+):
+    q_block = tl.program_id(0)
+    kv_head = tl.program_id(1)
+    split = tl.program_id(2)
+
+    # Sequence b owns q-blocks [cu_q[b] // BLOCK_Q + b, ...): binary search for the
+    # last b whose first q-block is <= q_block. No host-side index, so CUDA graphs work.
+    lo = 0
+    hi = num_seqs
+    while lo < hi:
+        mid = (lo + hi) // 2
+        first = tl.load(cu_seqlens_q_ptr + mid) // BLOCK_Q + mid
+        if first <= q_block:
+            lo = mid + 1
+        else:
+            hi = mid
+    seq = lo - 1
+    q_start = tl.load(cu_seqlens_q_ptr + seq)
+    q_len = tl.load(cu_seqlens_q_ptr + seq + 1) - q_start
+    local_block = q_block - (q_start // BLOCK_Q + seq)
+    if local_block * BLOCK_Q >= q_len:
+        return
+    seq_len = tl.load(seq_lens_ptr + seq)
+    context_len = seq_len - q_len  # tokens already cached before this step's queries
+
+    rows = tl.arange(0, BLOCK_M)
+    q_tok = local_block * BLOCK_Q + rows // GROUP
+    head = kv_head * GROUP + rows % GROUP
+    row_ok = (rows < BLOCK_Q * GROUP) & (q_tok < q_len)
+    q_pos = context_len + q_tok
+    dims = tl.arange(0, HEAD_DIM)
+    q_off = (q_start + q_tok).to(tl.int64) * stride_qt + head * stride_qh
+    q = tl.load(q_ptr + q_off[:, None] + dims[None, :], mask=row_ok[:, None], other=0.0)
+    if DOT_FP32:
+        q = q.to(tl.float32)
+
+    # Keys this q-block can see, and this split's share of them (whole BLOCK_N tiles).
+    kv_end = context_len + tl.minimum((local_block + 1) * BLOCK_Q, q_len)
+    chunk = tl.cdiv(tl.cdiv(kv_end, NUM_SPLITS), BLOCK_N) * BLOCK_N
+    kv_lo = split * chunk
+    kv_hi = tl.minimum(kv_lo + chunk, kv_end)
+
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
+    table_row = block_tables_ptr + seq.to(tl.int64) * stride_bt
+    for start in range(kv_lo, kv_hi, BLOCK_N):
+        k_pos = start + tl.arange(0, BLOCK_N)
+        k_ok = k_pos < kv_hi
+        block_id = tl.load(table_row + k_pos // BLOCK_SIZE, mask=k_ok, other=0)
+        # int64 before the multiply: block_id * stride overflows int32 in large pools.
+        kv_off = (block_id.to(tl.int64) * stride_cb + (k_pos % BLOCK_SIZE) * stride_ct
+                  + kv_head * stride_ch)
+        k = tl.load(k_cache_ptr + kv_off[None, :] + dims[:, None], mask=k_ok[None, :], other=0.0)
+        v = tl.load(v_cache_ptr + kv_off[:, None] + dims[None, :], mask=k_ok[:, None], other=0.0)
+        if DOT_FP32:
+            k = k.to(tl.float32)
+        s = tl.dot(q, k, input_precision=DOT_PRECISION) * scale_log2
+        visible = row_ok[:, None] & k_ok[None, :] & (k_pos[None, :] <= q_pos[:, None])
+        s = tl.where(visible, s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        # A row that has seen no visible key yet keeps m = -inf; subtract 0 instead so
+        # that exp2 gives 0 rather than NaN.
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        p = tl.exp2(s - m_safe[:, None])
+        alpha = tl.exp2(m_i - m_safe)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        p = p.to(v.dtype)
+        if DOT_FP32:
+            p = p.to(tl.float32)
+            v = v.to(tl.float32)
+        acc = acc * alpha[:, None] + tl.dot(p, v, input_precision=DOT_PRECISION)
+        m_i = m_new
+
+    l_safe = tl.where(l_i == 0.0, 1.0, l_i)
+    acc = acc / l_safe[:, None]
+    tok = (q_start + q_tok).to(tl.int64)
+    if NUM_SPLITS == 1:
+        o_off = tok * stride_ot + head * stride_oh
+        tl.store(out_ptr + o_off[:, None] + dims[None, :], acc.to(out_ptr.dtype.element_ty),
+                 mask=row_ok[:, None])
+    else:
+        lse = tl.where(l_i == 0.0, float("-inf"), m_i + tl.log2(l_safe))
+        part_row = (tok * (GROUP * tl.num_programs(1)) + head) * NUM_SPLITS + split
+        tl.store(part_lse_ptr + part_row, lse, mask=row_ok)
+        tl.store(part_out_ptr + part_row[:, None] * HEAD_DIM + dims[None, :], acc,
+                 mask=row_ok[:, None])
+
+
+@triton.jit
+def _merge_splits_kernel(
+    part_out_ptr,   # [T, Hq, NUM_SPLITS, D] fp32
+    part_lse_ptr,   # [T, Hq, NUM_SPLITS] fp32
+    out_ptr,        # [T, Hq, D]
+    stride_ot, stride_oh,
+    NUM_SPLITS: tl.constexpr,
+    SPLITS_POW2: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+):
+    tok = tl.program_id(0).to(tl.int64)
+    head = tl.program_id(1)
+    row = tok * tl.num_programs(1) + head
+    splits = tl.arange(0, SPLITS_POW2)
+    split_ok = splits < NUM_SPLITS
+    # Rows of tokens that belong to no sequence (CUDA-graph padding) were never written:
+    # their values are garbage and so is their output, which nobody reads.
+    lse = tl.load(part_lse_ptr + row * NUM_SPLITS + splits, mask=split_ok, other=float("-inf"))
+    lse_max = tl.max(lse, 0)
+    lse_max = tl.where(lse_max == float("-inf"), 0.0, lse_max)
+    weight = tl.exp2(lse - lse_max)  # empty splits: lse = -inf -> weight 0
+    dims = tl.arange(0, HEAD_DIM)
+    used = split_ok & (weight > 0.0)
+    part = tl.load(part_out_ptr + (row * NUM_SPLITS + splits)[:, None] * HEAD_DIM + dims[None, :],
+                   mask=used[:, None], other=0.0)
+    total = tl.sum(weight, 0)
+    total = tl.where(total == 0.0, 1.0, total)
+    out = tl.sum(part * weight[:, None], 0) / total
+    tl.store(out_ptr + tok * stride_ot + head * stride_oh + dims, out.to(out_ptr.dtype.element_ty))
+
+
+def _autotuned(kernel):
+    # A few tile/pipeline shapes; tuned once per (head dim, rows, group, splits, dtype).
+    configs = [triton.Config({"BLOCK_N": n}, num_warps=w, num_stages=s)
+               for n, w, s in ((32, 4, 2), (64, 4, 2), (64, 4, 3), (128, 8, 2), (64, 8, 3))]
+    return triton.autotune(configs=configs, key=["HEAD_DIM", "BLOCK_M", "GROUP", "NUM_SPLITS"])(kernel)
+
+
+_paged_attention_kernel_tuned = _autotuned(_paged_attention_kernel)
+_sm_count_cache = {}
+
+
+def _sm_count(device: torch.device) -> int:
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _sm_count_cache:
+        _sm_count_cache[index] = torch.cuda.get_device_properties(index).multi_processor_count
+    return _sm_count_cache[index]
+
+
+def choose_num_kv_splits(num_seqs: int, num_kv_heads: int, max_seqlen_q: int,
+                         device: torch.device) -> int:
+    """Split-KV only for decode-only batches whose (sequence, KV head) programs cannot fill
+    the GPU. Depends on shapes alone (no device sync), so CUDA graphs can capture it;
+    short sequences leave the extra splits empty and they exit at once."""
+    if max_seqlen_q != 1 or device.type != "cuda":
+        return 1
+    programs = num_seqs * num_kv_heads
+    target = 2 * _sm_count(device)
+    if programs >= target:
+        return 1
+    return min(_MAX_SPLITS, triton.next_power_of_2(triton.cdiv(target, programs)))
+
+
+def _rows_per_program(max_seqlen_q: int, group: int) -> tuple:
+    """(BLOCK_M, BLOCK_Q): decodes need only GROUP rows, prefills want large tiles."""
+    wanted = 16 if max_seqlen_q == 1 else 64 if max_seqlen_q * group <= 64 else 128
+    block_m = max(wanted, triton.next_power_of_2(group))
+    return block_m, block_m // group
+
+
+def _check_inputs(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q, max_seqlen_q,
+                  scale, out):
+    check_tensor("q", q, 3, (torch.float16, torch.bfloat16, torch.float32))
+    device = q.device
+    check_kv_cache(k_cache, v_cache, q.dtype, device)
+    num_tokens, num_heads, head_dim = q.shape
+    _, _, num_kv_heads, cache_head_dim = k_cache.shape
+    if cache_head_dim != head_dim:
+        raise ValueError(f"k_cache head_dim {cache_head_dim} != q head_dim {head_dim}")
+    if head_dim < 16 or head_dim & (head_dim - 1):
+        raise ValueError(f"head_dim must be a power of two >= 16, got {head_dim}")
+    if num_kv_heads == 0 or num_heads % num_kv_heads:
+        raise ValueError(f"q heads ({num_heads}) must be a multiple of KV heads ({num_kv_heads})")
+    check_tensor("block_tables", block_tables, 2, (torch.int32,), device)
+    num_seqs = block_tables.shape[0]
+    check_tensor("seq_lens", seq_lens, 1, (torch.int32,), device)
+    check_shape("seq_lens", seq_lens, (num_seqs,))
+    check_tensor("cu_seqlens_q", cu_seqlens_q, 1, (torch.int32,), device)
+    check_shape("cu_seqlens_q", cu_seqlens_q, (num_seqs + 1,))
+    if not isinstance(max_seqlen_q, int) or max_seqlen_q < 1:
+        raise ValueError(f"max_seqlen_q must be a positive int, got {max_seqlen_q!r}")
+    if not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
+        raise ValueError(f"scale must be a positive finite float, got {scale!r}")
+    if out is not None:
+        check_tensor("out", out, 3, (q.dtype,), device)
+        check_shape("out", out, q.shape)
+
+
+def paged_attention(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q,
+                    max_seqlen_q: int, scale: float, out=None, num_kv_splits=None):
+    """Causal varlen attention of `q` [T, Hq, D] over the paged K/V of each sequence.
+
+    block_tables [B, max_blocks] int32, seq_lens [B] int32 (context incl. the new tokens),
+    cu_seqlens_q [B+1] int32 (query start offsets), max_seqlen_q (host int: picks tile
+    sizes and the split heuristic without a device sync). `q` and `out` may be strided
+    views (last dim contiguous). `num_kv_splits` forces the split-KV path (tests); None
+    lets `choose_num_kv_splits` decide. Rows of `out` for tokens past cu_seqlens_q[-1]
+    hold unspecified values. On CUDA the first call for each (head dim, tile, group, splits)
+    autotunes: run it once eagerly before capturing a CUDA graph.
+    """
+    _check_inputs(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q, max_seqlen_q,
+                  scale, out)
+    num_tokens, num_heads, head_dim = q.shape
+    num_kv_heads = k_cache.shape[2]
+    num_seqs = block_tables.shape[0]
+    group = num_heads // num_kv_heads
+    if out is None:
+        out = torch.empty_like(q, memory_format=torch.contiguous_format)
+    if num_kv_splits is None:
+        num_kv_splits = choose_num_kv_splits(num_seqs, num_kv_heads, max_seqlen_q, q.device)
+    if not isinstance(num_kv_splits, int) or num_kv_splits < 1:
+        raise ValueError(f"num_kv_splits must be a positive int, got {num_kv_splits!r}")
+    if num_tokens == 0 or num_seqs == 0:
+        return out
+
+    block_m, block_q = _rows_per_program(max_seqlen_q, group)
+    if num_kv_splits > 1:
+        part_out = torch.empty((num_tokens, num_heads, num_kv_splits, head_dim),
+                               dtype=torch.float32, device=q.device)
+        part_lse = torch.empty((num_tokens, num_heads, num_kv_splits),
+                               dtype=torch.float32, device=q.device)
+    else:
+        part_out = part_lse = out  # unused by the kernel
+    interpreted = is_interpreted(_paged_attention_kernel)
+    kernel = kernel_for(_paged_attention_kernel, q.device, tuned=_paged_attention_kernel_tuned)
+    grid = (num_tokens // block_q + num_seqs, num_kv_heads, num_kv_splits)
+    kwargs = dict(
+        GROUP=group, HEAD_DIM=head_dim, BLOCK_SIZE=k_cache.shape[1], BLOCK_M=block_m,
+        BLOCK_Q=block_q, NUM_SPLITS=num_kv_splits,
+        DOT_FP32=interpreted and q.dtype == torch.bfloat16,
+        DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+    )
+    if interpreted:
+        kwargs["BLOCK_N"] = 16  # the autotuner's choice on CUDA; small keeps CPU tests fast
+    kernel[grid](
+        q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q, out, part_out, part_lse,
+        num_seqs, scale * _LOG2E,
+        q.stride(0), q.stride(1),
+        k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+        block_tables.stride(0),
+        out.stride(0), out.stride(1),
+        **kwargs,
+    )
+    if num_kv_splits > 1:
+        kernel_for(_merge_splits_kernel, q.device)[(num_tokens, num_heads)](
+            part_out, part_lse, out, out.stride(0), out.stride(1),
+            NUM_SPLITS=num_kv_splits, SPLITS_POW2=triton.next_power_of_2(num_kv_splits),
+            HEAD_DIM=head_dim,
+        )
+    return out
+
+
+def paged_attention_ref(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q,
+                        max_seqlen_q: int, scale: float):
+    """Plain-torch reference: gather each sequence's K/V, explicit causal softmax in fp32."""
+    num_tokens, num_heads, head_dim = q.shape
+    block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
+    group = num_heads // num_kv_heads
+    out = torch.zeros_like(q)
+    for b in range(block_tables.shape[0]):
+        q_start, q_end = int(cu_seqlens_q[b]), int(cu_seqlens_q[b + 1])
+        seq_len, q_len = int(seq_lens[b]), q_end - q_start
+        if q_len == 0:
+            continue
+        num_blocks = -(-seq_len // block_size)
+        blocks = block_tables[b, :num_blocks].long()
+        k = k_cache[blocks].reshape(-1, num_kv_heads, head_dim)[:seq_len].float()
+        v = v_cache[blocks].reshape(-1, num_kv_heads, head_dim)[:seq_len].float()
+        k = k.repeat_interleave(group, dim=1)  # [S, Hq, D]
+        v = v.repeat_interleave(group, dim=1)
+        qb = q[q_start:q_end].float()
+        scores = torch.einsum("qhd,khd->hqk", qb, k) * scale
+        q_pos = torch.arange(seq_len - q_len, seq_len, device=q.device)
+        k_pos = torch.arange(seq_len, device=q.device)
+        scores = scores.masked_fill(k_pos[None, None, :] > q_pos[None, :, None], float("-inf"))
+        probs = torch.softmax(scores, dim=-1)
+        out[q_start:q_end] = torch.einsum("hqk,khd->qhd", probs, v).to(q.dtype)
+    return out

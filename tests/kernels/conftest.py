@@ -1,0 +1,23 @@
+"""Kernel tests run on CPU under triton's interpreter, on CUDA compiled (tests marked gpu).
+
+Triton decides interpret-or-compile when it is first imported (its own ``tl.max`` etc.
+are decorated then), so TRITON_INTERPRET must be set before the first ``import triton``
+of the pytest process. We set it here on machines without CUDA; tests/conftest.py should
+set it too, because another test folder may import triton (transformers' models do)
+before this file is read. If that happened, the launchers raise a RuntimeError saying so.
+"""
+import os
+
+import pytest
+import torch
+
+HAS_CUDA = torch.cuda.is_available()
+if not HAS_CUDA:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+@pytest.fixture
+def cuda():
+    if not HAS_CUDA:
+        pytest.skip("needs a CUDA GPU")
+    return torch.device("cuda")

@@ -1,0 +1,156 @@
+"""paged_attention against its plain-torch reference (CPU interpreter; GPU with `gpu`)."""
+import pytest
+import torch
+
+from kubellm.kernels.paged_attention import (
+    TOLERANCES, choose_num_kv_splits, paged_attention, paged_attention_ref,
+)
+import kubellm.kernels.paged_attention as pa_module
+
+
+def make_batch(q_lens, seq_lens, *, num_heads=4, num_kv_heads=2, head_dim=16, block_size=4,
+               num_blocks=64, dtype=torch.float32, device="cpu", top_of_pool=False, seed=0):
+    """Random queries and a paged cache; each sequence gets distinct random block ids
+    (from the top of the pool when `top_of_pool`); only used blocks are filled."""
+    gen = torch.Generator().manual_seed(seed)
+    blocks_per_seq = [-(-s // block_size) for s in seq_lens]
+    max_blocks = max(blocks_per_seq)
+    needed = sum(blocks_per_seq)
+    candidates = torch.arange(num_blocks - needed if top_of_pool else 0, num_blocks)
+    ids = candidates[torch.randperm(len(candidates), generator=gen)[:needed]]
+    block_tables = torch.zeros(len(q_lens), max_blocks, dtype=torch.int32)
+    start = 0
+    for b, n in enumerate(blocks_per_seq):
+        block_tables[b, :n] = ids[start:start + n].int()
+        start += n
+    shape = (num_blocks, block_size, num_kv_heads, head_dim)
+    k_cache = torch.empty(shape, dtype=dtype, device=device)
+    v_cache = torch.empty(shape, dtype=dtype, device=device)
+    used = ids.to(device)
+    k_cache[used] = torch.randn((needed,) + shape[1:], generator=gen).to(dtype).to(device)
+    v_cache[used] = torch.randn((needed,) + shape[1:], generator=gen).to(dtype).to(device)
+    q = torch.randn(sum(q_lens), num_heads, head_dim, generator=gen).to(dtype).to(device)
+    cu = torch.zeros(len(q_lens) + 1, dtype=torch.int32)
+    cu[1:] = torch.tensor(q_lens).cumsum(0)
+    return dict(q=q, k_cache=k_cache, v_cache=v_cache, block_tables=block_tables.to(device),
+                seq_lens=torch.tensor(seq_lens, dtype=torch.int32, device=device),
+                cu_seqlens_q=cu.to(device), max_seqlen_q=max(q_lens),
+                scale=head_dim ** -0.5)
+
+
+def check_against_ref(batch, **kwargs):
+    out = paged_attention(**batch, **kwargs)
+    ref = paged_attention_ref(**batch)
+    atol, rtol = TOLERANCES[batch["q"].dtype]
+    torch.testing.assert_close(out, ref, atol=atol, rtol=rtol)
+    return out
+
+
+# prefill from 0 | prefix-cached prefill | decodes | last blocks partially filled
+MIXED = dict(q_lens=[7, 3, 1, 1, 2], seq_lens=[7, 13, 1, 10, 6])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_mixed_prefill_decode_batch(dtype):
+    check_against_ref(make_batch(**MIXED, dtype=dtype))
+
+
+@pytest.mark.parametrize("num_heads,num_kv_heads", [(2, 2), (4, 1), (6, 2)])
+def test_gqa_group_sizes(num_heads, num_kv_heads):
+    check_against_ref(make_batch(**MIXED, num_heads=num_heads, num_kv_heads=num_kv_heads))
+
+
+def test_head_dim_64_and_longer_prefill():
+    check_against_ref(make_batch(q_lens=[20, 1], seq_lens=[25, 9], head_dim=64, block_size=8))
+
+
+def test_block_ids_near_top_of_large_pool():
+    batch = make_batch(**MIXED, num_blocks=4096, top_of_pool=True)
+    assert int(batch["block_tables"].max()) >= 4096 - 12
+    check_against_ref(batch)
+
+
+@pytest.mark.parametrize("num_kv_splits", [2, 3, 8])
+def test_split_kv_matches_reference_and_unsplit(num_kv_splits):
+    batch = make_batch(q_lens=[1, 1, 1], seq_lens=[70, 5, 33], dtype=torch.float16)
+    unsplit = check_against_ref(batch, num_kv_splits=1)
+    split = check_against_ref(batch, num_kv_splits=num_kv_splits)
+    torch.testing.assert_close(split, unsplit, atol=2e-3, rtol=2e-3)
+
+
+def test_split_kv_also_handles_prefills():
+    check_against_ref(make_batch(**MIXED), num_kv_splits=4)
+
+
+def test_strided_q_out_buffer_and_padding_rows_left_alone():
+    batch = make_batch(q_lens=[3, 0, 1], seq_lens=[5, 0, 8])
+    wide = torch.randn(batch["q"].shape[0], 3 * 4, 16)  # like a fused qkv projection
+    wide[:, :4] = batch["q"]
+    batch["q"] = wide[:, :4]
+    out = torch.full((batch["q"].shape[0] + 2, 4, 16), 7.0)  # 2 padding tokens at the end
+    check_against_ref(batch, out=out[:4])
+    paged_attention(**batch, out=out[:4])
+    assert torch.all(out[4:] == 7.0)
+
+
+def test_bad_inputs_are_named():
+    batch = make_batch(**MIXED)
+    with pytest.raises(TypeError, match="block_tables"):
+        paged_attention(**{**batch, "block_tables": batch["block_tables"].long()})
+    with pytest.raises(ValueError, match="multiple of KV heads"):
+        paged_attention(**{**batch, "q": batch["q"][:, :3]})
+    with pytest.raises(TypeError, match="k_cache"):
+        paged_attention(**{**batch, "k_cache": batch["k_cache"].half()})
+    with pytest.raises(ValueError, match="cu_seqlens_q"):
+        paged_attention(**{**batch, "cu_seqlens_q": batch["cu_seqlens_q"][:-1]})
+    with pytest.raises(ValueError, match="max_seqlen_q"):
+        paged_attention(**{**batch, "max_seqlen_q": 0})
+    with pytest.raises(ValueError, match="contiguous"):
+        paged_attention(**{**batch, "v_cache": batch["v_cache"].transpose(0, 1)})
+    odd = make_batch(**MIXED, head_dim=24)
+    with pytest.raises(ValueError, match="power of two"):
+        paged_attention(**odd)
+
+
+def test_split_heuristic_only_for_small_decode_batches(monkeypatch):
+    monkeypatch.setattr(pa_module, "_sm_count", lambda device: 132)
+    gpu = torch.device("cuda")
+    assert choose_num_kv_splits(1, 8, 1, gpu) == 16     # 8 programs for 132 SMs
+    assert choose_num_kv_splits(8, 8, 1, gpu) == 8
+    assert choose_num_kv_splits(64, 8, 1, gpu) == 1     # 512 programs fill the GPU
+    assert choose_num_kv_splits(1, 8, 16, gpu) == 1     # prefill: never split
+    assert choose_num_kv_splits(1, 8, 1, torch.device("cpu")) == 1
+
+
+# --- GPU: Llama-3-8B attention shape (32 heads, 8 KV heads, D=128, block 16) ---
+
+LLAMA3 = dict(num_heads=32, num_kv_heads=8, head_dim=128, block_size=16)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_gpu_mixed_batch_llama3_shape(cuda, dtype):
+    batch = make_batch(q_lens=[300, 77, 1, 1, 1, 1, 513], seq_lens=[300, 1100, 17, 4096, 2000, 1, 700],
+                       num_blocks=2048, dtype=dtype, device=cuda, **LLAMA3)
+    check_against_ref(batch)
+
+
+@pytest.mark.gpu
+def test_gpu_pool_offsets_beyond_int32(cuda):
+    # 140,000 blocks x 16 x 8 x 128 elements: element offsets of the top blocks pass 2^31.
+    batch = make_batch(q_lens=[40, 1, 1], seq_lens=[90, 500, 33], num_blocks=140_000,
+                       top_of_pool=True, dtype=torch.bfloat16, device=cuda, **LLAMA3)
+    assert int(batch["block_tables"].max()) * batch["k_cache"].stride(0) > 2 ** 31
+    check_against_ref(batch)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_gpu_long_decode_split_vs_unsplit(cuda, head_dim):
+    shape = {**LLAMA3, "head_dim": head_dim}
+    batch = make_batch(q_lens=[1, 1], seq_lens=[16384, 3000], num_blocks=1400,
+                       dtype=torch.bfloat16, device=cuda, **shape)
+    assert choose_num_kv_splits(2, 8, 1, cuda) > 1
+    split = check_against_ref(batch)  # heuristic picks split-KV here
+    unsplit = check_against_ref(batch, num_kv_splits=1)
+    torch.testing.assert_close(split, unsplit, atol=2e-2, rtol=2e-2)
