@@ -1,0 +1,42 @@
+"""ServerConfig: the HTTP server's own knobs, resolved like EngineConfig (defaults < YAML
+< KUBELLM_* env < CLI flags), so ``KUBELLM_API_KEY`` and ``--api-key`` are one setting."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kubellm.runtime.config_sources import ConfigError
+
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+
+
+def _knob(default, help, choices=None):
+    return field(default=default, metadata={"help": help, "choices": choices})
+
+
+@dataclass
+class ServerConfig:
+    # 0.0.0.0: in a pod the kubelet probes and the Service reach the pod IP, not loopback.
+    host: str = _knob("0.0.0.0", "address to listen on")
+    port: int = _knob(8000, "TCP port to listen on")
+    served_model_name: str | None = _knob(None, "model name clients send and /v1/models "
+                                                "lists (default: the model path)")
+    api_key: str | None = _knob(None, "require 'Authorization: Bearer KEY' on /v1/*")
+    shutdown_timeout: float = _knob(30.0, "seconds in-flight requests may run after SIGTERM")
+    max_queue: int = _knob(1024, "waiting requests beyond which new ones get 503")
+    uvicorn_log_level: str = _knob("info", "uvicorn log level", LOG_LEVELS)
+
+    def __post_init__(self):
+        if isinstance(self.port, bool) or not isinstance(self.port, int) \
+                or not 0 <= self.port <= 65535:
+            raise ConfigError("port", f"must be an integer in 0..65535, got {self.port!r}")
+        if not self.shutdown_timeout >= 0:
+            raise ConfigError("shutdown_timeout", f"must be >= 0, got {self.shutdown_timeout}")
+        if isinstance(self.max_queue, bool) or not isinstance(self.max_queue, int) \
+                or self.max_queue < 1:
+            raise ConfigError("max_queue", f"must be a positive integer, got {self.max_queue!r}")
+        if self.uvicorn_log_level not in LOG_LEVELS:
+            raise ConfigError("uvicorn_log_level",
+                              f"must be one of {', '.join(LOG_LEVELS)}; got "
+                              f"{self.uvicorn_log_level!r}")
+        if self.api_key == "":
+            self.api_key = None  # an empty env var means "no key", not "the empty key"

@@ -1,0 +1,74 @@
+"""Running the app under uvicorn with a graceful drain on SIGTERM (and the first SIGINT).
+
+Kubernetes sends SIGTERM, then SIGKILL after terminationGracePeriodSeconds. On SIGTERM we
+keep the socket open but answer 503 (/ready at once, so the endpoint leaves the Service;
+new /v1 requests, so stragglers retry elsewhere), let requests in flight finish for up to
+``shutdown_timeout`` seconds, abort what is left, and exit 0. Uvicorn's own handler would
+instead stop listening at once (refused connections, not 503s) and re-raise the signal
+after shutdown (exit status -15).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import time
+
+import uvicorn
+
+from kubellm.runtime.server.config import ServerConfig
+from kubellm.runtime.server.state import ServerState
+
+logger = logging.getLogger("kubellm.server")
+AFTER_ABORT_GRACE_S = 2.0  # lets aborted streams send their last bytes
+
+
+class DrainingServer(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config, state: ServerState, shutdown_timeout: float):
+        super().__init__(config)
+        self.state = state
+        self.shutdown_timeout = shutdown_timeout
+        self.is_drain_requested = False
+        self._drain_task: asyncio.Task | None = None
+
+    def handle_exit(self, sig: int, frame) -> None:
+        if self.is_drain_requested:
+            if sig == signal.SIGINT:  # a second Ctrl-C: stop waiting
+                self.force_exit = self.should_exit = True
+            return
+        self.is_drain_requested = True
+        self.state.is_draining = True  # signal handlers run on the loop's thread
+
+    async def on_tick(self, counter: int) -> bool:
+        if self.is_drain_requested and self._drain_task is None:
+            self._drain_task = asyncio.create_task(self._drain())
+        return await super().on_tick(counter)
+
+    async def _drain(self) -> None:
+        logger.info("draining: %d request(s) in flight, waiting up to %.0f s",
+                    self.state.num_in_flight, self.shutdown_timeout)
+        deadline = time.monotonic() + self.shutdown_timeout
+        while self.state.num_in_flight > 0 and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        if self.state.num_in_flight > 0:
+            logger.warning("shutdown timeout: aborting %d request(s)", self.state.num_in_flight)
+            self.state.async_engine.abort_all()
+            deadline = time.monotonic() + AFTER_ABORT_GRACE_S
+            while self.state.num_in_flight > 0 and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+        logger.info("drained; exiting")
+        self.should_exit = True
+
+
+def uvicorn_config(app, config: ServerConfig, **overrides) -> uvicorn.Config:
+    return uvicorn.Config(app, host=config.host, port=config.port,
+                          log_level=config.uvicorn_log_level,
+                          timeout_graceful_shutdown=AFTER_ABORT_GRACE_S,
+                          **overrides)
+
+
+def serve(app, config: ServerConfig) -> None:
+    """Blocks until drained after SIGTERM/SIGINT."""
+    server = DrainingServer(uvicorn_config(app, config), app.state.kubellm,
+                            config.shutdown_timeout)
+    server.run()

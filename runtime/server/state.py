@@ -1,0 +1,21 @@
+"""What every route needs to know about the running server, in one object on app.state."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kubellm.runtime.server.async_engine import AsyncLLMEngine
+from kubellm.runtime.server.config import ServerConfig
+from kubellm.runtime.server.metrics import ServerMetrics
+
+
+@dataclass
+class ServerState:
+    async_engine: AsyncLLMEngine
+    tokenizer: object
+    model_name: str            # the name clients send and /v1/models lists
+    max_model_len: int
+    vocab_size: int            # token ids in prompts must be below this
+    config: ServerConfig
+    metrics: ServerMetrics
+    is_draining: bool = False  # set on SIGTERM: /ready and new requests answer 503
+    num_in_flight: int = 0     # /v1/* requests being answered (what a drain waits for)
