@@ -21,6 +21,7 @@ class Sample:
     running: float                   # sum of vllm:num_requests_running over answering pods
     num_answered: int
     num_ready: int
+    replicas: int = 0                # spec.replicas when scraped (ready or still starting)
     # Mean running count of the answering pods that had a queue: a pod only queues
     # when it runs all it can, so this is what one replica can run at once.
     saturated_running: float | None = None
@@ -29,6 +30,8 @@ class Sample:
         if self.num_answered < 0 or self.num_ready < self.num_answered:
             raise ValueError(f"Sample needs 0 <= num_answered ({self.num_answered}) <= "
                              f"num_ready ({self.num_ready})")
+        if self.replicas < 0:
+            raise ValueError(f"Sample needs replicas >= 0, got {self.replicas}")
         if self.waiting < 0 or self.running < 0:
             raise ValueError(f"Sample needs waiting ({self.waiting}) and running "
                              f"({self.running}) >= 0")
@@ -49,13 +52,13 @@ class Sample:
     def to_json(self) -> list[Any]:
         # A list, not a dict: the window lives in status, so keep it compact.
         return [round(self.time, 3), self.waiting, self.running, self.num_answered,
-                self.num_ready, self.saturated_running]
+                self.num_ready, self.replicas, self.saturated_running]
 
     @classmethod
     def from_json(cls, row: Any) -> Sample:
-        time, waiting, running, answered, ready, saturated = row
+        time, waiting, running, answered, ready, replicas, saturated = row
         return cls(float(time), float(waiting), float(running), int(answered), int(ready),
-                   None if saturated is None else float(saturated))
+                   int(replicas), None if saturated is None else float(saturated))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

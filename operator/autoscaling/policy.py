@@ -5,7 +5,11 @@
 Demand at time t (from the samples in the metrics window ending at t):
   * queue:   ceil(waiting / targetQueueDepth), where waiting is the larger of the window
              average and the newest sample, so a sudden queue acts at once while a
-             falling one must fall in the whole window;
+             falling one must fall in the whole window. Replicas already asked for but
+             not ready yet (or ready only since the previous scrape) will take
+             `capacity` requests each off the queue: those
+             count as running, not waiting (else a queue that grows while pods start
+             would keep adding replicas: overshoot);
   * running: when requests run, the replicas they occupy, ceil(running / capacity),
              capacity being what one replica was seen to run while it queued. It never
              asks for more than the current replicas: it only stops a busy fleet that
@@ -58,15 +62,26 @@ class Decision:
 
 
 def demand_at(samples: Sequence[Sample], t: float, spec: AutoscalingSpec,
-              capacity: float | None, current: int) -> Demand | None:
-    """Demand from the known samples in the window (t - metricsWindowSeconds, t]."""
+              capacity: float | None) -> Demand | None:
+    """Demand from the known samples in the window (t - metricsWindowSeconds, t].
+
+    Uses the replicas recorded in the newest sample, not today's: the demand of a past
+    tick must come out as it did then, for the stabilization windows.
+    """
     window = [s for s in samples
               if t - spec.metrics_window_seconds < s.time <= t and s.is_known]
     if not window:
         return None
     newest = window[-1]
+    current = newest.replicas
     waiting = max(_mean(s.fleet_waiting for s in window), newest.fleet_waiting)
     running = max(_mean(s.fleet_running for s in window), newest.fleet_running)
+    if capacity:
+        # A pod that turned ready since the last scrape has not taken its share yet.
+        settled = min(s.num_ready for s in window[-2:])
+        starting = max(0, current - settled)
+        taken = min(waiting, starting * capacity)
+        waiting, running = waiting - taken, running + taken
     by_queue = _ceil(waiting / spec.target_queue_depth)
     if running <= 0:
         by_running = 0
@@ -90,7 +105,7 @@ def decide(history: MetricHistory, spec: AutoscalingSpec, current_replicas: int,
 
     samples = sorted((s for s in history.samples if s.time <= now), key=lambda s: s.time)
     capacity = history.running_capacity
-    demand = demand_at(samples, now, spec, capacity, current)
+    demand = demand_at(samples, now, spec, capacity)
     if demand is None:
         return Decision(current, current, "MetricsUnavailable",
                         f"no pod answered on /metrics in the last "
@@ -108,7 +123,7 @@ def decide(history: MetricHistory, spec: AutoscalingSpec, current_replicas: int,
     # Recommendations at every sample time and now, for the stabilization windows.
     recommendations = [(now, recommended)]
     for s in samples:
-        past = demand_at(samples, s.time, spec, capacity, current)
+        past = demand_at(samples, s.time, spec, capacity)
         if past is not None and s.time < now:
             recommendations.append((s.time, _clamp(past.replicas, low, high)))
 

@@ -11,10 +11,11 @@ SPEC = AutoscalingSpec(enabled=True, min_replicas=1, max_replicas=10, target_que
                        scale_down_stabilization_seconds=300, max_scale_up_step=4)
 
 
-def fleet(t, waiting, running=0, ready=None, answered=None, saturated=None):
-    ready = ready if ready is not None else 1
+def fleet(t, waiting, running=0, ready=1, answered=None, saturated=None, replicas=None):
+    """A scrape of `ready` pods (all answering unless `answered`), `replicas` set."""
     answered = answered if answered is not None else ready
-    return Sample(t, waiting, running, answered, ready, saturated)
+    replicas = replicas if replicas is not None else ready
+    return Sample(t, waiting, running, answered, ready, replicas, saturated)
 
 
 def history(*samples, capacity=None):
@@ -159,6 +160,25 @@ def test_small_queue_on_saturated_fleet_holds():
     assert (d.replicas, d.reason) == (4, "WithinTarget")
 
 
+def test_replicas_still_starting_are_counted_against_the_queue():
+    # 5 replicas set, 1 ready and saturated (16 running): the 4 starting ones will run
+    # 64 of the waiting requests, so 50 waiting need nothing more ...
+    h = history(fleet(0, 50, 16, ready=1, replicas=5, saturated=16))
+    assert decide(h, SPEC, 5, 0.0, 0).reason == "WithinTarget"
+    # ... while 200 waiting leave 136 to queue: 17 replicas' worth, bounded by the step.
+    h = history(fleet(0, 200, 16, ready=1, replicas=5, saturated=16))
+    assert decide(h, SPEC, 5, 0.0, 0).replicas == 9
+
+
+def test_past_recommendations_use_the_replicas_of_their_time():
+    # While 2 replicas were set and ready, 40 waiting asked for 5. Recomputed with the 8
+    # set now (6 starting, 16 slots each) they would say 3; the window must keep the 5.
+    h = history(*steady(40, 0, ready=2, until=450), capacity=16)
+    h = h.record(fleet(600, 0, 0, ready=8, replicas=8), SPEC)
+    d = decide(h, SPEC, 8, 300.0, 600)
+    assert (d.replicas, d.reason) == (5, "ScaledDown"), d
+
+
 def test_history_keeps_only_what_the_windows_need_and_survives_status():
     h = history(*steady(3, 5, ready=2, until=3000, saturated=5))
     assert h.samples[0].time >= 3000 - SPEC.retention_seconds
@@ -170,6 +190,6 @@ def test_history_keeps_only_what_the_windows_need_and_survives_status():
 
 def test_samples_reject_inconsistent_counts():
     with pytest.raises(ValueError, match="num_answered"):
-        Sample(0, 0, 0, 3, 2)
+        Sample(0, 0, 0, 3, 2, 2)
     with pytest.raises(ValueError, match="waiting"):
-        Sample(0, -1, 0, 1, 1)
+        Sample(0, -1, 0, 1, 1, 1)
