@@ -51,8 +51,9 @@ class _Group:
 
 class LLMEngine:
     def __init__(self, config: EngineConfig, tokenizer, executor, kv, scheduler: Scheduler,
-                 eos_token_ids: set[int], model_name: str):
+                 eos_token_ids: set[int], model_name: str, model_dir: str):
         self.config = config
+        self.model_dir = model_dir
         self.tokenizer = tokenizer
         self.executor = executor
         self.kv = kv
@@ -86,7 +87,8 @@ class LLMEngine:
             seq = Request(f"{request_id}#{i}", token_ids, params, priority, now,
                           max_tokens=max_tokens)
             seq.sampling_state = self._make_sampling_state(seq, i)
-            seq.detokenizer = self._make_detokenizer(token_ids, params)
+            if params.detokenize:
+                seq.detokenizer = self._make_detokenizer(token_ids, params)
             seq.logprobs = [] if params.logprobs is not None else None
             sequences.append(seq)
         self._groups[request_id] = _Group(request_id, text, token_ids, sequences,
@@ -166,15 +168,17 @@ class LLMEngine:
         elif token in params.stop_token_ids and min_reached:
             reason, stop = "stop", token
         else:
-            group.texts[index] += seq.detokenizer.append(token)
-            if seq.detokenizer.is_stopped:
-                reason, stop = "stop", seq.detokenizer.stop_reason
-                group.texts[index] = seq.detokenizer.output_text
+            detok = seq.detokenizer
+            if detok is not None:
+                group.texts[index] += detok.append(token)
+            if detok is not None and detok.is_stopped:
+                reason, stop = "stop", detok.stop_reason
+                group.texts[index] = detok.output_text
             elif (seq.num_output_tokens >= seq.max_tokens
                   or seq.num_tokens >= self.config.max_model_len):
                 reason = "length"
         if reason is not None:
-            if stop is None or isinstance(stop, int):
+            if seq.detokenizer is not None and not isinstance(stop, str):
                 group.texts[index] += seq.detokenizer.flush()
             self.scheduler.finish_request(seq, reason, stop)
 

@@ -96,7 +96,7 @@ def build_engine(engine_cls, config: EngineConfig):
     scheduler = Scheduler(kv, config.max_num_batched_tokens, config.max_num_seqs,
                           config.scheduling_policy, config.timeslice_steps)
     name = config.model or "SmolLM2-135M-Instruct"
-    return engine_cls(config, tokenizer, runner, kv, scheduler, eos, name)
+    return engine_cls(config, tokenizer, runner, kv, scheduler, eos, name, model_dir)
 
 
 def _resolve_max_model_len(config: EngineConfig, hf_config) -> int:

@@ -15,8 +15,12 @@ Prompt = str | list[int]
 
 
 class LLM:
-    def __init__(self, model: str | None = None, **engine_fields):
-        config = EngineConfig.from_sources(model=model, **engine_fields)
+    def __init__(self, model: str | None = None, *, config: EngineConfig | None = None,
+                 **engine_fields):
+        """``engine_fields`` are EngineConfig fields (they rank above KUBELLM_* env);
+        or pass a ready ``config``."""
+        if config is None:
+            config = EngineConfig.from_sources(model=model, **engine_fields)
         self.engine = LLMEngine.from_config(config)
         self._ids = itertools.count()
 

@@ -35,6 +35,7 @@ class SamplingParams:
     ignore_eos: bool = False
     logprobs: int | None = None           # top-k logprobs per generated token
     skip_special_tokens: bool = True
+    detokenize: bool = True               # False: token ids only (benchmarks, no tokenizer)
 
     def __post_init__(self):
         if isinstance(self.stop, str):

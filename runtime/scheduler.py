@@ -28,11 +28,10 @@ class ScheduledRequest:
     request: Request
     num_new_tokens: int
     start: int                 # index of the first token computed this step
+    samples: bool = False      # the chunk reaches the last known token: sample after it
 
-    @property
-    def samples(self) -> bool:
-        """True when this chunk reaches the request's last known token (logits needed)."""
-        return self.start + self.num_new_tokens == self.request.num_tokens
+    def __post_init__(self):
+        self.samples = self.start + self.num_new_tokens == self.request.num_tokens
 
 
 @dataclass
@@ -60,6 +59,7 @@ class Scheduler:
         self.waiting: list[Request] = []
         self.running: list[Request] = []
         self.num_preemptions = 0
+        self.num_timeslice_yields = 0
         self._requests: dict[str, Request] = {}
 
     # ---- queue management ----------------------------------------------------------
@@ -172,6 +172,7 @@ class Scheduler:
             request.status = Status.WAITING
             request.num_computed_tokens = 0
             request.steps_in_slice = 0
+            self.num_timeslice_yields += 1
             self.waiting.append(request)  # to the back of the queue
 
     def _next_waiting(self) -> Request | None:

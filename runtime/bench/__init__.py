@@ -1,0 +1,1 @@
+"""Benchmarks behind ``kubellm bench``: offline throughput and online serving."""

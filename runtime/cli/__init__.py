@@ -1,0 +1,1 @@
+"""``kubellm`` subcommands that belong to the runtime (generate, serve, bench)."""
