@@ -12,46 +12,41 @@ import sys
 
 from kubellm.runtime.config import EngineConfig
 from kubellm.runtime.config_sources import ConfigError, add_cli_args, resolve
+from kubellm.runtime.cli.engine_args import add_engine_args, engine_config_from_args
 from kubellm.runtime.server.config import ServerConfig
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "serve", help="serve a model over an OpenAI-compatible HTTP API",
-        description=__doc__.splitlines()[0].strip("`"))
+        description="Load one model and serve the OpenAI-compatible HTTP API.")
     parser.add_argument("model", nargs="?", default=argparse.SUPPRESS,
                         help="model directory or Hugging Face id (default: the embedded "
                              "SmolLM2-135M-Instruct)")
-    parser.add_argument("--config", dest="config_file", metavar="FILE", default=None,
-                        help="YAML file of engine and server fields")
-    engine_group = parser.add_argument_group("engine")
-    add_cli_args(engine_group, EngineConfig, skip=("model",))
-    server_group = parser.add_argument_group("server")
-    add_cli_args(server_group, ServerConfig)
+    add_engine_args(parser)
+    add_cli_args(parser.add_argument_group("server"), ServerConfig)
     parser.set_defaults(func=run)
 
 
-def resolve_configs(args: argparse.Namespace, env=None) -> tuple[EngineConfig, ServerConfig]:
-    given = vars(args)
-    engine_fields = {f.name for f in dataclasses.fields(EngineConfig)}
+def resolve_configs(args: argparse.Namespace) -> tuple[EngineConfig, ServerConfig]:
+    """Both configs from one set of sources; exit(2) naming a bad field."""
     server_fields = {f.name for f in dataclasses.fields(ServerConfig)}
-    engine = resolve(EngineConfig, cli={k: v for k, v in given.items() if k in engine_fields},
-                     config_file=args.config_file, env=env,
-                     yaml_extra_fields=frozenset(server_fields))
-    server = resolve(ServerConfig, cli={k: v for k, v in given.items() if k in server_fields},
-                     config_file=args.config_file, env=env,
-                     yaml_extra_fields=frozenset(engine_fields))
+    engine_fields = {f.name for f in dataclasses.fields(EngineConfig)}
+    engine = engine_config_from_args(args, yaml_extra_fields=frozenset(server_fields))
+    try:
+        server = resolve(ServerConfig,
+                         cli={k: v for k, v in vars(args).items() if k in server_fields},
+                         config_file=args.config, yaml_extra_fields=frozenset(engine_fields))
+    except ConfigError as exc:
+        print(f"kubellm: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
     return engine, server
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        engine_config, server_config = resolve_configs(args)
-    except ConfigError as exc:
-        print(f"kubellm serve: {exc}", file=sys.stderr)
-        return 2
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: "
-                                                   "%(message)s")
+    engine_config, server_config = resolve_configs(args)
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from kubellm.runtime.engine import LLMEngine
     from kubellm.runtime.server.app import build_app
     from kubellm.runtime.server.lifecycle import serve
@@ -59,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         engine = LLMEngine.from_config(engine_config)
     except ConfigError as exc:
-        print(f"kubellm serve: {exc}", file=sys.stderr)
+        print(f"kubellm: error: {exc}", file=sys.stderr)
         return 2
     serve(build_app(engine, server_config), server_config)
     return 0

@@ -40,7 +40,7 @@ def completion_prompt(state: ServerState, body: CompletionRequest) -> tuple[str 
         return prompt, len(state.tokenizer.encode(prompt))
     bad = [t for t in prompt if not 0 <= t < state.vocab_size]
     if bad:
-        raise bad_request(f"token id {bad[0]} is out of range [0, {state.vocab_size})",
+        raise bad_request(f"prompt holds token id {bad[0]}, out of range [0, {state.vocab_size})",
                           param="prompt")
     return prompt, len(prompt)
 
