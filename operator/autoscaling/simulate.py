@@ -24,6 +24,7 @@ import sys
 
 from kubellm.operator.autoscaling.config import AutoscalingSpec
 from kubellm.operator.autoscaling.history import MetricHistory, Sample
+from kubellm.operator.autoscaling.metrics import PodLoad, to_sample
 from kubellm.operator.autoscaling.policy import decide
 
 
@@ -144,12 +145,9 @@ def simulate(spec: AutoscalingSpec = SPEC, model: FleetModel = FleetModel(),
 
 def _scrape(t: float, ready: list[_Replica], replicas: int, rng: random.Random,
             model: FleetModel) -> Sample:
-    answers = [(len(r.waiting), len(r.running)) for r in ready
-               if rng.random() >= model.scrape_failure]
-    saturated = [running for waiting, running in answers if waiting > 0]
-    return Sample(float(t), float(sum(w for w, _ in answers)),
-                  float(sum(r for _, r in answers)), len(answers), len(ready), replicas,
-                  sum(saturated) / len(saturated) if saturated else None)
+    loads = [PodLoad(len(r.waiting), len(r.running))
+             if rng.random() >= model.scrape_failure else None for r in ready]
+    return to_sample(loads, float(t), replicas)
 
 
 def _resize(fleet: list[_Replica], replicas: int, t: float, model: FleetModel) -> list[_Replica]:
