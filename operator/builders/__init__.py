@@ -1,0 +1,1 @@
+"""Pure functions: a defaulted LLMDeployment spec -> Kubernetes manifests (dicts)."""

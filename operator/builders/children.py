@@ -1,0 +1,57 @@
+"""Everything one LLMDeployment owns, chosen by where its GPUs fit."""
+from __future__ import annotations
+
+import copy
+import enum
+from typing import Any
+
+from kubellm.operator import rendezvous as rdv
+from kubellm.operator.builders.meta import ROLE_LABEL, selector_labels
+from kubellm.operator.builders.multi_node import (build_group_statefulset,
+                                                  build_headless_service,
+                                                  build_leader_worker_set)
+from kubellm.operator.builders.service import build_service
+from kubellm.operator.builders.single_node import build_deployment
+from kubellm.operator.validation import SpecError
+
+
+class Topology(enum.Enum):
+    SINGLE_NODE = "Deployment"  # one pod per replica
+    LEADER_WORKER_SET = "LeaderWorkerSet"  # multi-node, LWS controller installed
+    STATEFUL_SETS = "StatefulSets"  # multi-node fallback: one StatefulSet per replica
+
+
+def topology(spec: dict[str, Any], lws_available: bool) -> Topology:
+    par = spec["parallelism"]
+    if par["tensor"] > par["gpusPerNode"]:
+        raise SpecError(f"spec.parallelism.tensor ({par['tensor']}) exceeds "
+                        f"spec.parallelism.gpusPerNode ({par['gpusPerNode']}): a tensor-"
+                        "parallel group must fit on one node")
+    if par["tensor"] * par["pipeline"] <= par["gpusPerNode"]:
+        return Topology.SINGLE_NODE
+    return Topology.LEADER_WORKER_SET if lws_available else Topology.STATEFUL_SETS
+
+
+def serving_selector(name: str, topo: Topology) -> dict[str, str]:
+    """Labels of the pods that serve HTTP: the Service's and the scale selector."""
+    if topo is Topology.STATEFUL_SETS:
+        return {**selector_labels(name), rdv.STATEFULSET_INDEX_LABEL: "0"}
+    return {**selector_labels(name), ROLE_LABEL: "leader"}
+
+
+def build_children(cr: dict[str, Any], spec: dict[str, Any], *, image: str,
+                   lws_available: bool) -> list[dict[str, Any]]:
+    """All children of ``cr`` (a defaulted ``spec``); raises SpecError if none fit."""
+    topo = topology(spec, lws_available)
+    image = spec.get("image") or image
+    name = cr["metadata"]["name"]
+    children = [build_service(cr, spec, serving_selector(name, topo))]
+    if topo is Topology.SINGLE_NODE:
+        children.append(build_deployment(cr, spec, image))
+    elif topo is Topology.LEADER_WORKER_SET:
+        children.append(build_leader_worker_set(cr, spec, image))
+    else:
+        children.append(build_headless_service(cr))
+        children += [build_group_statefulset(cr, spec, image, group)
+                     for group in range(spec["replicas"])]
+    return copy.deepcopy(children)  # no dict shared between children or with constants

@@ -1,0 +1,175 @@
+"""The runtime pod: `kubellm serve` arguments, env, probes, volumes, security.
+
+Every function takes a defaulted spec (validation.defaulted_spec) and returns plain dicts.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+HTTP_PORT = 8000  # the runtime's default --port; the Service maps spec.service.port to it
+HTTP_PORT_NAME = "http"
+RUNTIME_UID = 1000  # the image's non-root user (Dockerfile)
+PRESTOP_SLEEP_SECONDS = 5  # lets endpoints drop the pod before SIGTERM stops admission
+GRACE_MARGIN_SECONDS = 10  # on top of preStop + --shutdown-timeout, for process exit
+MODEL_MOUNT = "/models"
+CACHE_MOUNT = "/cache"
+
+# vLLM-style flag for each engine knob; booleans become --flag / --no-flag.
+ENGINE_FLAGS = {
+    "gpuMemoryUtilization": "--gpu-memory-utilization",
+    "maxNumSeqs": "--max-num-seqs",
+    "maxNumBatchedTokens": "--max-num-batched-tokens",
+    "blockSize": "--block-size",
+    "enablePrefixCaching": "--enable-prefix-caching",
+    "schedulingPolicy": "--scheduling-policy",
+    "enforceEager": "--enforce-eager",
+    "seed": "--seed",
+    "maxQueue": "--max-queue",
+}
+
+
+def served_model_name(spec: dict[str, Any], name: str) -> str:
+    return spec["model"].get("name") or name
+
+
+def model_location(spec: dict[str, Any]) -> str:
+    """What `kubellm serve` loads: a Hugging Face id or a folder on the mounted PVC."""
+    source = spec["model"]["source"]
+    if "huggingFace" in source:
+        return source["huggingFace"]
+    path = source["pvc"].get("path", "").strip("/")
+    return f"{MODEL_MOUNT}/{path}" if path else MODEL_MOUNT
+
+
+def serve_args(spec: dict[str, Any], name: str) -> list[str]:
+    model, par, engine = spec["model"], spec["parallelism"], spec["engine"]
+    args = ["serve", model_location(spec),
+            "--served-model-name", served_model_name(spec, name),
+            "--host", "0.0.0.0", "--port", str(HTTP_PORT),
+            "--tensor-parallel-size", str(par["tensor"]),
+            "--pipeline-parallel-size", str(par["pipeline"]),
+            "--dtype", model["dtype"],
+            "--shutdown-timeout", str(engine["shutdownTimeoutSeconds"])]
+    if "maxModelLen" in model:
+        args += ["--max-model-len", str(model["maxModelLen"])]
+    if model.get("revision") and "huggingFace" in model["source"]:
+        args += ["--revision", model["revision"]]
+    for key, flag in ENGINE_FLAGS.items():
+        if key not in engine:
+            continue
+        value = engine[key]
+        if isinstance(value, bool):
+            if key == "enforceEager":
+                args += [flag] if value else []
+            else:
+                args.append(flag if value else flag.replace("--", "--no-", 1))
+        else:
+            args += [flag, str(value)]
+    return args + list(engine.get("extraArgs", []))
+
+
+def _secret_env(env_name: str, ref: dict[str, str]) -> dict[str, Any]:
+    return {"name": env_name,
+            "valueFrom": {"secretKeyRef": {"name": ref["name"], "key": ref["key"]}}}
+
+
+def runtime_env(spec: dict[str, Any], extra: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Env of the runtime container; ``extra`` (e.g. rendezvous) comes before the user's."""
+    # The root filesystem is read-only: every cache goes to the writable /cache volume.
+    env = [{"name": "HOME", "value": CACHE_MOUNT},
+           {"name": "XDG_CACHE_HOME", "value": CACHE_MOUNT},
+           {"name": "HF_HOME", "value": f"{CACHE_MOUNT}/huggingface"}]
+    if "apiKeySecretRef" in spec:
+        env.append(_secret_env("KUBELLM_API_KEY", spec["apiKeySecretRef"]))
+    if "tokenSecretRef" in spec["model"]["source"]:
+        env.append(_secret_env("HF_TOKEN", spec["model"]["source"]["tokenSecretRef"]))
+    return env + extra + list(spec.get("env", []))
+
+
+def probes(with_http: bool) -> dict[str, Any]:
+    if not with_http:
+        return {}
+    http = {"port": HTTP_PORT_NAME}
+    return {
+        # Weight download + load can take many minutes: up to 60 min before liveness starts.
+        "startupProbe": {"httpGet": {"path": "/health", **http}, "periodSeconds": 10,
+                         "failureThreshold": 360, "timeoutSeconds": 5},
+        "readinessProbe": {"httpGet": {"path": "/ready", **http}, "periodSeconds": 5,
+                           "failureThreshold": 3, "timeoutSeconds": 5},
+        "livenessProbe": {"httpGet": {"path": "/health", **http}, "periodSeconds": 10,
+                          "failureThreshold": 6, "timeoutSeconds": 5},
+    }
+
+
+def resources(spec: dict[str, Any], num_gpus: int) -> dict[str, Any]:
+    res = spec["resources"]
+    limits: dict[str, str] = {res["gpuResourceName"]: str(num_gpus)}
+    requests: dict[str, str] = {}
+    for key in ("cpu", "memory"):
+        if key in res:
+            limits[key] = requests[key] = str(res[key])
+    return {"limits": limits, **({"requests": requests} if requests else {})}
+
+
+CONTAINER_SECURITY = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                      "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}}
+POD_SECURITY = {"runAsNonRoot": True, "runAsUser": RUNTIME_UID, "runAsGroup": RUNTIME_UID,
+                "fsGroup": RUNTIME_UID, "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def container(spec: dict[str, Any], name: str, *, num_gpus: int, image: str,
+              extra_env: list[dict[str, Any]], extra_ports: list[dict[str, Any]],
+              with_http: bool) -> dict[str, Any]:
+    mounts = [{"name": "dshm", "mountPath": "/dev/shm"},
+              {"name": "cache", "mountPath": CACHE_MOUNT},
+              {"name": "tmp", "mountPath": "/tmp"}]
+    if "pvc" in spec["model"]["source"]:
+        mounts.append({"name": "model", "mountPath": MODEL_MOUNT, "readOnly": True})
+    ports = [{"name": HTTP_PORT_NAME, "containerPort": HTTP_PORT, "protocol": "TCP"}]
+    c = {"name": "runtime", "image": image, "command": ["kubellm"],
+         "args": serve_args(spec, name),
+         "ports": ports + extra_ports,  # the HTTP port first: the autoscaler scrapes it
+         "env": runtime_env(spec, extra_env),
+         "resources": resources(spec, num_gpus),
+         "volumeMounts": mounts,
+         "securityContext": CONTAINER_SECURITY,
+         "lifecycle": {"preStop": {"exec": {
+             "command": ["sleep", str(PRESTOP_SLEEP_SECONDS)]}}},
+         **probes(with_http)}
+    if "imagePullPolicy" in spec:
+        c["imagePullPolicy"] = spec["imagePullPolicy"]
+    return c
+
+
+def volumes(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    vols = [{"name": "dshm", "emptyDir": {"medium": "Memory",
+                                          "sizeLimit": str(spec["resources"]["sharedMemory"])}},
+            {"name": "cache", "emptyDir": {}},
+            {"name": "tmp", "emptyDir": {}}]
+    if "pvc" in spec["model"]["source"]:
+        vols.append({"name": "model", "persistentVolumeClaim": {
+            "claimName": spec["model"]["source"]["pvc"]["claimName"], "readOnly": True}})
+    return vols
+
+
+def pod_spec(spec: dict[str, Any], name: str, *, num_gpus: int, image: str,
+             extra_env: list[dict[str, Any]] | None = None,
+             extra_ports: list[dict[str, Any]] | None = None,
+             with_http: bool = True, subdomain: str | None = None) -> dict[str, Any]:
+    grace = (PRESTOP_SLEEP_SECONDS + spec["engine"]["shutdownTimeoutSeconds"]
+             + GRACE_MARGIN_SECONDS)
+    pod: dict[str, Any] = {
+        "containers": [container(spec, name, num_gpus=num_gpus, image=image,
+                                 extra_env=extra_env or [], extra_ports=extra_ports or [],
+                                 with_http=with_http)],
+        "volumes": volumes(spec),
+        "securityContext": POD_SECURITY,
+        "terminationGracePeriodSeconds": grace,
+        "enableServiceLinks": False,  # hundreds of Service env vars help nobody here
+    }
+    for key in ("nodeSelector", "tolerations", "affinity"):
+        if spec.get(key):
+            pod[key] = spec[key]
+    if subdomain:
+        pod["subdomain"] = subdomain
+    return pod

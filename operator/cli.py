@@ -1,0 +1,69 @@
+"""`kubellm operator`: run the LLMDeployment operator (Kopf) until stopped."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import os
+
+DEFAULT_IMAGE = "ghcr.io/kubellm/kubellm:0.1.0"
+AUTOSCALER_HANDLERS = "kubellm.operator.autoscaling.handlers"
+
+
+def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "operator", help="run the LLMDeployment operator",
+        description="Reconcile LLMDeployment objects into GPU pods. Uses the in-cluster "
+                    "service account, else KUBECONFIG / ~/.kube/config.")
+    add_arguments(parser)
+    parser.set_defaults(func=run)
+    return parser
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--namespace", "-n", action="append", default=[],
+                        help="watch only this namespace (repeatable); default: all")
+    parser.add_argument("--liveness-port", type=int, default=8080,
+                        help="port of the /healthz liveness endpoint; 0 disables it")
+    parser.add_argument("--default-image",
+                        default=os.environ.get("KUBELLM_IMAGE", DEFAULT_IMAGE),
+                        help="runtime image for LLMDeployments without spec.image "
+                             "(env KUBELLM_IMAGE)")
+    parser.add_argument("--resync-seconds", type=float, default=30.0,
+                        help="seconds between two full passes over each LLMDeployment")
+    parser.add_argument("--log-format", choices=["json", "plain", "full"], default="json",
+                        help="json: one structured object per line")
+    parser.add_argument("--verbose", action="store_true", help="debug logs")
+
+
+def run(args: argparse.Namespace) -> int:
+    import kopf  # noqa: PLC0415 (lazy: `kubellm --help` must not pay for it)
+
+    from kubellm.operator.handlers import OperatorConfig, register_handlers
+
+    if args.resync_seconds <= 0:
+        raise SystemExit(f"--resync-seconds must be > 0, got {args.resync_seconds}")
+    register_handlers(OperatorConfig(default_image=args.default_image,
+                                     resync_seconds=args.resync_seconds))
+    if _module_exists(AUTOSCALER_HANDLERS):
+        importlib.import_module(AUTOSCALER_HANDLERS)  # registers its timer on import
+    kopf.configure(verbose=args.verbose, log_format=kopf.LogFormat[args.log_format.upper()],
+                   log_refkey="object")
+    liveness = (f"http://0.0.0.0:{args.liveness_port}/healthz"
+                if args.liveness_port else None)
+    kopf.run(standalone=True, clusterwide=not args.namespace,
+             namespaces=args.namespace, liveness_endpoint=liveness)
+    return 0
+
+
+def _module_exists(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        return False
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="kubellm operator", description=__doc__)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))

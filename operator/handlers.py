@@ -1,0 +1,100 @@
+"""Kopf handlers: declare what triggers a reconcile pass and delegate to Reconciler.
+
+Registered by ``register_handlers(config)`` (called by ``kubellm operator`` before Kopf
+starts) into Kopf's default registry, where the autoscaler's handlers also live.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import kopf
+
+from kubellm.operator.builders.meta import MANAGED_BY_LABEL, MANAGER, owner_name
+from kubellm.operator.crd import API_VERSION, GROUP, KIND, PLURAL, VERSION
+from kubellm.operator.kube import KubeClient, resource_path
+from kubellm.operator.reconcile import Reconciler
+
+ANNOTATION_PREFIX = "kubellm.io"
+
+
+@dataclass(frozen=True)
+class OperatorConfig:
+    default_image: str
+    resync_seconds: float = 30.0
+
+
+class _State:
+    reconciler: Reconciler | None = None
+
+
+STATE = _State()
+CHILD_RESOURCES = (("apps", "v1", "deployments"), ("apps", "v1", "statefulsets"),
+                   ("", "v1", "services"))
+
+
+def register_handlers(config: OperatorConfig) -> None:
+    llmd = (GROUP, VERSION, PLURAL)
+
+    @kopf.on.startup(id="configure")
+    def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+        # Kopf's bookkeeping goes to our annotations; .status stays ours and the schema's.
+        settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(
+            prefix=ANNOTATION_PREFIX)
+        settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+            prefix=ANNOTATION_PREFIX, key="last-handled-configuration")
+        settings.posting.level = logging.WARNING  # Events for problems, not for every pass
+        # Timers (resync, autoscaler) make Kopf hold a finalizer; name it after us.
+        settings.persistence.finalizer = f"{ANNOTATION_PREFIX}/operator"
+
+    @kopf.on.login(id="login")
+    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        info = kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
+        if info is None:
+            raise kopf.LoginError("no in-cluster service account and no kubeconfig found")
+        STATE.reconciler = Reconciler(KubeClient(info), config.default_image)
+        return info
+
+    @kopf.on.cleanup(id="close-client")
+    async def close(**_: Any) -> None:
+        if STATE.reconciler:
+            await STATE.reconciler.client.close()
+
+    @kopf.on.resume(*llmd, id="reconcile")
+    @kopf.on.create(*llmd, id="reconcile")
+    @kopf.on.update(*llmd, id="reconcile")
+    async def spec_changed(body: kopf.Body, **_: Any) -> None:
+        await _reconciler().reconcile(dict(body))
+
+    # Periodic pass: repairs drift the events missed and refreshes status.
+    @kopf.timer(*llmd, id="resync", interval=config.resync_seconds,
+                initial_delay=config.resync_seconds)
+    async def resync(body: kopf.Body, **_: Any) -> None:
+        await _reconciler().reconcile(dict(body))
+
+    @kopf.on.delete(*llmd, id="cleanup")
+    async def deleted(body: kopf.Body, **_: Any) -> None:
+        await _reconciler().cleanup(dict(body))
+
+    for group, version, plural in CHILD_RESOURCES:
+        kopf.on.event(group, version, plural, id=f"child-{plural}",
+                      labels={MANAGED_BY_LABEL: MANAGER})(child_changed)
+
+
+async def child_changed(body: kopf.Body, **_: Any) -> None:
+    """A child was edited, deleted or changed status: reconcile its LLMDeployment."""
+    owner = owner_name(dict(body))
+    if owner is None:
+        return
+    reconciler = _reconciler()
+    path = resource_path(API_VERSION, KIND, body["metadata"]["namespace"], owner)
+    cr = await reconciler.client.get(path)
+    if cr is not None and not cr["metadata"].get("deletionTimestamp"):
+        await reconciler.reconcile(cr)
+
+
+def _reconciler() -> Reconciler:
+    if STATE.reconciler is None:
+        raise kopf.TemporaryError("not logged in to the API server yet", delay=1)
+    return STATE.reconciler

@@ -1,0 +1,54 @@
+"""Cross-field rules: CEL for the API server, a Python twin for the operator.
+
+Each rule is written once here. The CRD generator puts ``cel`` into
+``x-kubernetes-validations`` at ``path``; the operator runs ``check`` on the same
+(defaulted) sub-object, because an API emulator, an old API server or a CRD applied
+without validation would let a bad spec through.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+
+@dataclass(frozen=True)
+class Rule:
+    path: tuple[str, ...]  # where the rule sits below spec; () is spec itself
+    cel: str
+    message: str
+    check: Callable[[dict[str, Any]], bool]
+
+
+def _replicas_within_bounds(spec: dict[str, Any]) -> bool:
+    scaling = spec.get("autoscaling", {})
+    if not scaling.get("enabled"):
+        return True
+    return scaling["minReplicas"] <= spec["replicas"] <= scaling["maxReplicas"]
+
+
+RULES: tuple[Rule, ...] = (
+    Rule(("model", "source"), "has(self.huggingFace) != has(self.pvc)",
+         "spec.model.source: set exactly one of huggingFace or pvc",
+         lambda src: ("huggingFace" in src) != ("pvc" in src)),
+    Rule(("autoscaling",), "self.minReplicas <= self.maxReplicas",
+         "spec.autoscaling.minReplicas must be <= spec.autoscaling.maxReplicas",
+         lambda a: a["minReplicas"] <= a["maxReplicas"]),
+    Rule((), "!has(self.autoscaling) || !self.autoscaling.enabled || "
+             "(self.replicas >= self.autoscaling.minReplicas && "
+             "self.replicas <= self.autoscaling.maxReplicas)",
+         "spec.replicas must lie within [spec.autoscaling.minReplicas, "
+         "spec.autoscaling.maxReplicas] while spec.autoscaling.enabled is true",
+         _replicas_within_bounds),
+)
+
+
+def broken_rules(spec: dict[str, Any]) -> list[str]:
+    """Messages of the rules a defaulted spec breaks (empty when it is valid)."""
+    messages = []
+    for rule in RULES:
+        node: Any = spec
+        for key in rule.path:
+            node = node.get(key, {}) if isinstance(node, dict) else {}
+        if not rule.check(node):
+            messages.append(rule.message)
+    return messages

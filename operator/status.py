@@ -1,0 +1,123 @@
+"""LLMDeployment status from its children: pure functions, then one merge patch.
+
+The operator owns phase, replicas, readyReplicas, selector, endpoint, model,
+observedGeneration and the Ready/Progressing/Degraded conditions. Everything else in
+status (the autoscaler's queueDepth, desiredReplicas, lastScaleTime, autoscaler, and
+its ScalingActive condition) is left exactly as it is.
+"""
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+from typing import Any
+
+from kubellm.operator.builders.children import Topology
+
+OWN_CONDITIONS = ("Ready", "Progressing", "Degraded")
+
+
+@dataclass(frozen=True)
+class Observed:
+    replicas: int  # replicas (pods or pod groups) that exist
+    ready_replicas: int  # replicas that serve traffic
+    rollout_done: bool  # every replica runs the latest template
+
+
+def _rollout_done(workload: dict[str, Any], desired: int) -> bool:
+    status = workload.get("status") or {}
+    generation = workload.get("metadata", {}).get("generation")
+    seen = status.get("observedGeneration")
+    current = generation is None or seen is None or seen >= generation
+    return current and status.get("updatedReplicas", 0) >= desired \
+        and status.get("replicas", 0) <= desired
+
+
+def observe(topo: Topology, spec: dict[str, Any], workloads: list[dict[str, Any]]) -> Observed:
+    """Summarise the Deployment / LeaderWorkerSet / group StatefulSets that exist."""
+    if topo is Topology.STATEFUL_SETS:
+        size = spec["parallelism"]["pipeline"]
+        ready = sum(1 for w in workloads
+                    if (w.get("status") or {}).get("readyReplicas", 0) >= size)
+        done = all(_rollout_done(w, size) for w in workloads)
+        return Observed(len(workloads), ready, done and len(workloads) == spec["replicas"])
+    if not workloads:
+        return Observed(0, 0, False)
+    status = workloads[0].get("status") or {}
+    return Observed(status.get("replicas", 0), status.get("readyReplicas", 0),
+                    _rollout_done(workloads[0], spec["replicas"]))
+
+
+def _condition(type_: str, ok: bool, reason: str, message: str) -> dict[str, Any]:
+    return {"type": type_, "status": "True" if ok else "False", "reason": reason,
+            "message": message}
+
+
+def healthy_status(cr: dict[str, Any], spec: dict[str, Any], observed: Observed, *,
+                   selector: str, endpoint: str, model: str) -> dict[str, Any]:
+    desired = spec["replicas"]
+    ready = observed.ready_replicas
+    counts = f"{ready}/{desired} replicas ready"
+    is_ready = desired > 0 and ready >= desired
+    progressing = not observed.rollout_done or ready < desired
+    if desired == 0:
+        phase, ready_reason = "Pending", "ScaledToZero"
+    else:
+        phase = "Ready" if is_ready and not progressing else "Progressing"
+        ready_reason = "ReplicasReady" if is_ready else "ReplicasNotReady"
+    return {
+        "phase": phase, "replicas": observed.replicas, "readyReplicas": ready,
+        "selector": selector, "endpoint": endpoint, "model": model,
+        "observedGeneration": cr["metadata"].get("generation"),
+        "conditions": [
+            _condition("Ready", is_ready, ready_reason, counts),
+            _condition("Progressing", progressing,
+                       "RollingOut" if progressing else "RolloutComplete", counts),
+            _condition("Degraded", False, "ReconcileSucceeded", "children match the spec"),
+        ],
+    }
+
+
+def degraded_status(cr: dict[str, Any], reason: str, message: str) -> dict[str, Any]:
+    """Status for a spec the operator cannot act on; replica counts stay as they were."""
+    return {
+        "phase": "Degraded",
+        "observedGeneration": cr["metadata"].get("generation"),
+        "conditions": [
+            _condition("Degraded", True, reason, message),
+            _condition("Progressing", False, reason, "waiting for a corrected spec"),
+            _condition("Ready", False, reason, message),
+        ],
+    }
+
+
+def merge_conditions(existing: list[dict[str, Any]], mine: list[dict[str, Any]],
+                     generation: int | None, now: datetime.datetime) -> list[dict[str, Any]]:
+    """Replace our condition types, keep others'; transition time moves only on change."""
+    previous = {c.get("type"): c for c in existing}
+    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    merged = [c for c in existing if c.get("type") not in OWN_CONDITIONS]
+    for cond in mine:
+        old = previous.get(cond["type"])
+        same = old is not None and old.get("status") == cond["status"]
+        cond = {**cond, "lastTransitionTime": old.get("lastTransitionTime", stamp)
+                if same else stamp}
+        if generation is not None:
+            cond["observedGeneration"] = generation
+        merged.append(cond)
+    return sorted(merged, key=lambda c: c.get("type", ""))
+
+
+def status_patch(current: dict[str, Any], mine: dict[str, Any],
+                 now: datetime.datetime) -> dict[str, Any] | None:
+    """The merge patch for .status, or None when nothing of ours changed."""
+    fields = {k: v for k, v in mine.items() if k != "conditions"}
+    conditions = merge_conditions(current.get("conditions") or [], mine["conditions"],
+                                  mine.get("observedGeneration"), now)
+    changed = {k: v for k, v in fields.items() if current.get(k) != v}
+    if conditions != (current.get("conditions") or []):
+        changed["conditions"] = conditions
+    return changed or None
+
+
+def condition(status: dict[str, Any], type_: str) -> dict[str, Any] | None:
+    return next((c for c in status.get("conditions") or [] if c.get("type") == type_), None)

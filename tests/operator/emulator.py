@@ -1,0 +1,109 @@
+"""A Kubernetes API emulator (kmock) with the bits an operator relies on.
+
+kmock stores objects as plain JSON; a real API server also stamps metadata (uid for
+owner references, generation for observedGeneration, resourceVersion). This subclass
+adds those stamps and declares the resources kubellm's operator uses.
+"""
+from __future__ import annotations
+
+import datetime
+import itertools
+import uuid
+from typing import Any
+
+import attrs
+import kmock
+from kmock._internal import enums
+
+from kubellm.operator.crd import GROUP, KIND, PLURAL, VERSION
+
+LLMD = f"{GROUP}/{VERSION}/{PLURAL}"
+RESOURCES = {
+    "v1/namespaces": ("Namespace", False, ()),
+    "v1/events": ("Event", True, ()),
+    "v1/services": ("Service", True, ()),
+    "v1/secrets": ("Secret", True, ()),
+    "apps/v1/deployments": ("Deployment", True, ("status", "scale")),
+    "apps/v1/statefulsets": ("StatefulSet", True, ("status", "scale")),
+    LLMD: (KIND, True, ("status", "scale")),
+}
+VERBS = {"list", "watch", "get", "create", "patch", "update", "delete"}
+
+
+@attrs.define(kw_only=True)
+class StampingEmulator(kmock.KubernetesEmulator):
+    _versions: Any = attrs.field(factory=lambda: itertools.count(1), init=False)
+    creations: list[tuple[str, str, str]] = attrs.field(factory=list, init=False)
+    kubeconfig: Any = attrs.field(default=None, init=False)  # set by the fixture
+
+    def declare_resources(self) -> None:
+        for key, (kind, namespaced, subresources) in RESOURCES.items():
+            self.resources[key] = kmock.ResourceInfo(
+                kind=kind, namespaced=namespaced, verbs=VERBS, subresources=subresources)
+
+    async def _handle(self, request: kmock.Request) -> Any:
+        if request.resource is not None and isinstance(request.data, list):
+            self._json_patch_concurrency(request)
+        if request.resource is not None and isinstance(request.data, dict):
+            meta = request.data.setdefault("metadata", {})
+            if request.action == enums.action.CREATE:
+                self.creations.append((request.resource.plural, request.namespace or "",
+                                       meta.get("name", "")))
+                meta.setdefault("uid", str(uuid.uuid4()))
+                meta.setdefault("generation", 1)
+                meta.setdefault("creationTimestamp", datetime.datetime.now(
+                    datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+            elif request.action == enums.action.UPDATE and "spec" in request.data:
+                current = self._current(request)
+                if current is not None and current.get("spec") != request.data["spec"]:
+                    meta["generation"] = current.get("metadata", {}).get("generation", 1) + 1
+            meta["resourceVersion"] = str(next(self._versions))
+        return await super()._handle(request)
+
+    def _json_patch_concurrency(self, request: kmock.Request) -> None:
+        """A failed resourceVersion test is a 422 conflict (Kopf retries on it); a JSON
+        patch moves resourceVersion like any other write."""
+        current = self._current(request) or {}
+        version = current.get("metadata", {}).get("resourceVersion")
+        for op in request.data:
+            if op.get("op") == "test" and op.get("path") == "/metadata/resourceVersion" \
+                    and op.get("value") != version:
+                raise kmock.KubernetesError(status=422, reason="Invalid",
+                                            message="resourceVersion test failed")
+        request.data.append({"op": "add", "path": "/metadata/resourceVersion",
+                             "value": str(next(self._versions))})
+
+    def _current(self, request: kmock.Request) -> dict | None:
+        key = (request.resource, request.namespace, request.name)
+        if key in self.objects and not self.objects[key].deleted:
+            return dict(self.objects[key])
+        return None
+
+
+def live_all(emulator: StampingEmulator, resource: str, namespace: str) -> list[dict]:
+    """Every stored, not deleted object of ``resource`` in ``namespace``."""
+    found = []
+    for res, ns, name in list(emulator.objects):
+        if ns == namespace and f"{res.group}/{res.version}/{res.plural}".lstrip("/") == resource:
+            obj = live(emulator, resource, ns, name)
+            if obj is not None:
+                found.append(obj)
+    return found
+
+
+def live(emulator: StampingEmulator, resource: str, namespace: str, name: str) -> dict | None:
+    """The stored object as a plain dict, or None if absent or deleted."""
+    group_version, plural = resource.rsplit("/", 1)
+    group, version = group_version.rsplit("/", 1) if "/" in group_version else ("", group_version)
+    key = (kmock.resource(group, version, plural), namespace, name)
+    if key not in emulator.objects or emulator.objects[key].deleted:
+        return None
+    return _plain(emulator.objects[key].raw)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict) or hasattr(value, "items"):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
