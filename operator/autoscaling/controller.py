@@ -8,6 +8,8 @@ across restarts (restored from there when the memo is empty).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import logging
 import time
 from collections.abc import Callable, Mapping, MutableMapping
@@ -83,8 +85,14 @@ async def autoscale(*, name: str, namespace: str, uid: str, spec: Mapping[str, A
     if now - memory.last_scrape < scaling.scrape_interval_seconds - 1e-3:
         return
     memory.last_scrape = now
-    await _scrape_and_scale(name, namespace, status, body, scaling, memory, patch_status,
+    await _scrape_and_scale(name, namespace, spec, status, body, scaling, memory, patch_status,
                             post_event, logger, now)
+
+
+def capacity_key(spec: Mapping[str, Any]) -> str:
+    """A digest of what decides how many requests one replica runs at once."""
+    shape = {k: spec.get(k) for k in ("model", "parallelism", "engine", "resources")}
+    return hashlib.sha256(json.dumps(shape, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 async def _apply_keda(name: str, namespace: str, uid: str, spec: Mapping[str, Any],
@@ -97,7 +105,8 @@ async def _apply_keda(name: str, namespace: str, uid: str, spec: Mapping[str, An
         memory.keda_applied, memory.keda_applied_at = wanted, now
 
 
-async def _scrape_and_scale(name: str, namespace: str, status: Mapping[str, Any], body: Any,
+async def _scrape_and_scale(name: str, namespace: str, spec: Mapping[str, Any],
+                            status: Mapping[str, Any], body: Any,
                             scaling: AutoscalingSpec, memory: Memory,
                             patch_status: MutableMapping[str, Any], post_event: EventFn,
                             logger: logging.Logger, now: float) -> None:
@@ -115,7 +124,8 @@ async def _scrape_and_scale(name: str, namespace: str, status: Mapping[str, Any]
     urls = [url for url in map(metrics.metrics_url, pods) if url]
     timeout = min(SCRAPE_TIMEOUT_SECONDS, scaling.scrape_interval_seconds / 2)
     loads = await metrics.scrape_fleet(urls, timeout)
-    memory.history = memory.history.record(metrics.to_sample(loads, now, current), scaling)
+    memory.history = memory.history.for_capacity_key(capacity_key(spec)).record(
+        metrics.to_sample(loads, now, current), scaling)
 
     last_scale = status_.parse_time((status or {}).get("lastScaleTime"))
     decision = decide(memory.history, scaling, current, last_scale, now)

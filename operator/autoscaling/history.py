@@ -68,6 +68,14 @@ class MetricHistory:
     # beyond the window because a fleet that stopped queueing still needs it to judge
     # how many replicas its running requests occupy.
     running_capacity: float | None = None
+    # What the capacity was learned for (engine/parallelism/model): new pods of another
+    # shape run a different number of requests at once, so the capacity is relearned.
+    capacity_key: str | None = None
+
+    def for_capacity_key(self, key: str) -> MetricHistory:
+        if key == self.capacity_key:
+            return self
+        return MetricHistory(self.samples, None, key)
 
     def record(self, sample: Sample, spec: AutoscalingSpec) -> MetricHistory:
         """Append a sample and drop those no window of ``spec`` will look at again."""
@@ -76,11 +84,11 @@ class MetricHistory:
         capacity = self.running_capacity
         if sample.saturated_running is not None:
             capacity = max(capacity or 0.0, sample.saturated_running)
-        return MetricHistory(kept + (sample,), capacity)
+        return MetricHistory(kept + (sample,), capacity, self.capacity_key)
 
     def to_status(self) -> dict[str, Any]:
         return {"samples": [s.to_json() for s in self.samples],
-                "runningCapacity": self.running_capacity}
+                "runningCapacity": self.running_capacity, "capacityKey": self.capacity_key}
 
     @classmethod
     def from_status(cls, state: Mapping[str, Any] | None) -> MetricHistory:
@@ -90,6 +98,8 @@ class MetricHistory:
             samples = tuple(Sample.from_json(row) for row in state.get("samples") or ())
             capacity = state.get("runningCapacity")
             capacity = None if capacity is None else float(capacity)
+            key = state.get("capacityKey")
+            key = None if key is None else str(key)
         except (TypeError, ValueError):
             return cls()
-        return cls(tuple(sorted(samples, key=lambda s: s.time)), capacity)
+        return cls(tuple(sorted(samples, key=lambda s: s.time)), capacity, key)

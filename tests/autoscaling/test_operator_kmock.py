@@ -19,6 +19,7 @@ import pytest
 NS = "default"
 LLMD = "kubellm.io/v1alpha1/llmdeployments"
 PODS = "v1/pods"
+KEDA = "keda.sh/v1alpha1/scaledobjects"
 AUTOSCALING = {"enabled": True, "minReplicas": 1, "maxReplicas": 6, "targetQueueDepth": 8,
                "metricsWindowSeconds": 2, "scrapeIntervalSeconds": 1,
                "scaleUpStabilizationSeconds": 0, "scaleDownStabilizationSeconds": 3,
@@ -212,20 +213,43 @@ async def test_replicas_follow_the_queue_up_and_back_down(cluster, tmp_path):
     assert pod_lists and all(r.params.get("labelSelector") == "app=llm" for r in pod_lists)
 
 
-async def test_autoscaling_off_leaves_replicas_to_kubectl_scale(cluster, tmp_path):
+async def test_modes_that_do_not_scrape(cluster, tmp_path):
+    """Autoscaling off: `kubectl scale` rules. keda: a ScaledObject, removed when turned
+    off. A bad spec: a False condition and a Warning event, no crash loop."""
     kmock = cluster
+    kmock.resources[KEDA] = kmock.ResourceInfo(kind="ScaledObject", namespaced=True)
     kmock.objects[LLMD, NS, "manual"] = llmd("manual", {"enabled": False}, replicas=2)
+    kmock.objects[LLMD, NS, "keda"] = llmd("keda", dict(AUTOSCALING, mode="keda"))
+    kmock.objects[LLMD, NS, "bad"] = llmd("bad", dict(AUTOSCALING, minReplicas=3,
+                                                      maxReplicas=2), replicas=3)
+    base = f"{kmock.url}/apis/kubellm.io/v1alpha1/namespaces/{NS}/llmdeployments"
+    merge = {"Content-Type": "application/merge-patch+json"}
     async with aiohttp.ClientSession() as client, operator_process(kmock, tmp_path):
-        await wait_for(lambda: condition(kmock, "manual").get("reason") == "AutoscalingDisabled",
-                       15, "the AutoscalingDisabled condition", tmp_path)
+        await wait_for(lambda: condition(kmock, "manual").get("reason") == "AutoscalingDisabled"
+                       and condition(kmock, "keda").get("reason") == "KedaManaged"
+                       and condition(kmock, "bad").get("reason") == "InvalidSpec",
+                       15, "the three conditions", tmp_path)
         # What `kubectl scale llmd/manual --replicas 4` sends.
-        async with client.patch(f"{kmock.url}/apis/kubellm.io/v1alpha1/namespaces/{NS}/"
-                                "llmdeployments/manual/scale",
-                                json={"spec": {"replicas": 4}},
-                                headers={"Content-Type": "application/merge-patch+json"}) as r:
+        async with client.patch(f"{base}/manual/scale", json={"spec": {"replicas": 4}},
+                                headers=merge) as r:
             assert r.status == 200
-        await asyncio.sleep(1.5)   # several autoscaler ticks
+        scaled = kmock.objects[KEDA, NS, "keda"]
+        assert scaled["spec"]["scaleTargetRef"]["name"] == "keda"
+        assert scaled["metadata"]["ownerReferences"][0]["uid"] == "uid-keda"
+
+        async with client.patch(f"{base}/keda", headers=merge,
+                                json={"spec": {"autoscaling": {"enabled": False}}}) as r:
+            assert r.status == 200
+        await wait_for(lambda: kmock.objects[KEDA, NS, "keda"].deleted, 15,
+                       "the ScaledObject deleted", tmp_path)
+        await asyncio.sleep(1.0)   # several more ticks
         assert kmock.objects[LLMD, NS, "manual"]["spec"]["replicas"] == 4
-        assert condition(kmock, "manual")["status"] == "False"
-    assert not [r for r in kmock if r.method == "PATCH" and r.url.path.endswith("/manual/scale")
+        assert kmock.objects[LLMD, NS, "bad"]["spec"]["replicas"] == 3
+
+    assert condition(kmock, "manual")["status"] == "False"
+    assert "maxReplicas" in condition(kmock, "bad")["message"]
+    assert "InvalidSpec" in event_reasons(kmock)
+    # The operator never scaled any of them, nor scraped pods for them.
+    assert not [r for r in kmock if r.method == "PATCH" and r.url.path.endswith("/scale")
                 and r.headers.get("User-Agent", "").startswith("kopf")]
+    assert not [r for r in kmock if r.url.path.endswith("/pods")]

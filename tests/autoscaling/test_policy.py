@@ -188,6 +188,15 @@ def test_history_keeps_only_what_the_windows_need_and_survives_status():
     assert MetricHistory.from_status({"samples": [[1, 2]]}) == MetricHistory()
 
 
+def test_capacity_is_relearned_for_another_replica_shape():
+    h = history(fleet(0, 8, 16, saturated=16)).for_capacity_key("a")
+    assert h.running_capacity is None            # first key: nothing known for it yet
+    h = h.record(fleet(15, 8, 16, saturated=16), SPEC)
+    assert h.for_capacity_key("a").running_capacity == 16
+    assert h.for_capacity_key("b").running_capacity is None
+    assert MetricHistory.from_status(h.to_status()).capacity_key == "a"
+
+
 def test_samples_reject_inconsistent_counts():
     with pytest.raises(ValueError, match="num_answered"):
         Sample(0, 0, 0, 3, 2, 2)

@@ -27,7 +27,8 @@ def test_decision_patch_fields():
     patch = decision_patch({"conditions": [READY]}, decision, MetricHistory(), now=1e9)
     assert patch["desiredReplicas"] == 5 and patch["queueDepth"] == 37.12
     assert parse_time(patch["lastScaleTime"]) == 1e9
-    assert patch["autoscaler"] == {"samples": [], "runningCapacity": None, "mode": "operator"}
+    assert patch["autoscaler"] == {"samples": [], "runningCapacity": None, "capacityKey": None,
+                                   "mode": "operator"}
     hold = Decision(current=5, replicas=5, reason="WithinTarget", message="m")
     assert "lastScaleTime" not in decision_patch({}, hold, MetricHistory(), now=1e9)
     assert parse_time("garbage") is None and parse_time(None) is None
