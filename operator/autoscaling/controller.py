@@ -78,6 +78,11 @@ async def autoscale(*, name: str, namespace: str, uid: str, spec: Mapping[str, A
         except InvalidAutoscalingSpec as e:
             set_condition("InvalidSpec", str(e), warn=True)
             return
+        except api.NotFound:
+            set_condition("KedaUnavailable", "the API server does not serve keda.sh/v1alpha1 "
+                          "ScaledObjects: install KEDA or set spec.autoscaling.mode: "
+                          "operator", warn=True)
+            return
         set_condition("KedaManaged", f"KEDA ScaledObject {namespace}/{name} scales this "
                       "LLMDeployment", mode="keda")
         return
@@ -116,8 +121,10 @@ async def _scrape_and_scale(name: str, namespace: str, spec: Mapping[str, Any],
     current = int((scale.get("spec") or {}).get("replicas") or 0)
     selector = (scale.get("status") or {}).get("selector") or (status or {}).get("selector")
     if not selector:
-        patch_status.update(status_.condition_patch(
-            status, "SelectorUnknown", "status.selector is not set yet; no pods to scrape", now))
+        if status_.condition_reason(status) != "SelectorUnknown":
+            patch_status.update(status_.condition_patch(
+                status, "SelectorUnknown", "status.selector is not set yet; no pods to scrape",
+                now))
         return
 
     pods = await api.list_pods(namespace, selector)

@@ -5,11 +5,10 @@
 Demand at time t (from the samples in the metrics window ending at t):
   * queue:   ceil(waiting / targetQueueDepth), where waiting is the larger of the window
              average and the newest sample, so a sudden queue acts at once while a
-             falling one must fall in the whole window. Replicas already asked for but
-             not ready yet (or ready only since the previous scrape) will take
-             `capacity` requests each off the queue: those
-             count as running, not waiting (else a queue that grows while pods start
-             would keep adding replicas: overshoot);
+             falling one must fall in the whole window. Replicas asked for but not
+             ready yet (or ready only since the previous scrape) will each take
+             `capacity` requests off the queue; those count as running, not waiting
+             (else a queue that grows while pods start keeps adding replicas);
   * running: when requests run, the replicas they occupy, ceil(running / capacity),
              capacity being what one replica was seen to run while it queued. It never
              asks for more than the current replicas: it only stops a busy fleet that

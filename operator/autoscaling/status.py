@@ -15,7 +15,7 @@ from kubellm.operator.autoscaling.policy import Decision
 CONDITION = "ScalingActive"
 # Reasons under which the autoscaler is not acting on metrics (condition False).
 INACTIVE_REASONS = {"MetricsUnavailable", "AutoscalingDisabled", "InvalidSpec",
-                    "SelectorUnknown"}
+                    "SelectorUnknown", "KedaUnavailable"}
 
 
 def rfc3339(t: float) -> str:

@@ -148,8 +148,8 @@ def cluster(kmock):
     return kmock
 
 
-def condition(kmock, name):
-    status = kmock.objects[LLMD, NS, name].get("status") or {}
+def condition(kmock, name, namespace=NS):
+    status = kmock.objects[LLMD, namespace, name].get("status") or {}
     return next((c for c in status.get("conditions") or () if c["type"] == "ScalingActive"), {})
 
 
@@ -222,13 +222,19 @@ async def test_modes_that_do_not_scrape(cluster, tmp_path):
     kmock.objects[LLMD, NS, "keda"] = llmd("keda", dict(AUTOSCALING, mode="keda"))
     kmock.objects[LLMD, NS, "bad"] = llmd("bad", dict(AUTOSCALING, minReplicas=3,
                                                       maxReplicas=2), replicas=3)
+    # A namespace where the ScaledObject API answers 404, as without KEDA installed.
+    kmock["post /apis/keda.sh/v1alpha1/namespaces/nokeda/scaledobjects"] << 404
+    kmock.objects[LLMD, "nokeda", "keda"] = dict(llmd("keda", dict(AUTOSCALING, mode="keda")),
+                                                 metadata={"name": "keda", "namespace": "nokeda",
+                                                           "uid": "uid-nokeda"})
     base = f"{kmock.url}/apis/kubellm.io/v1alpha1/namespaces/{NS}/llmdeployments"
     merge = {"Content-Type": "application/merge-patch+json"}
     async with aiohttp.ClientSession() as client, operator_process(kmock, tmp_path):
         await wait_for(lambda: condition(kmock, "manual").get("reason") == "AutoscalingDisabled"
                        and condition(kmock, "keda").get("reason") == "KedaManaged"
-                       and condition(kmock, "bad").get("reason") == "InvalidSpec",
-                       15, "the three conditions", tmp_path)
+                       and condition(kmock, "bad").get("reason") == "InvalidSpec"
+                       and condition(kmock, "keda", "nokeda").get("reason") == "KedaUnavailable",
+                       15, "the four conditions", tmp_path)
         # What `kubectl scale llmd/manual --replicas 4` sends.
         async with client.patch(f"{base}/manual/scale", json={"spec": {"replicas": 4}},
                                 headers=merge) as r:
@@ -248,7 +254,7 @@ async def test_modes_that_do_not_scrape(cluster, tmp_path):
 
     assert condition(kmock, "manual")["status"] == "False"
     assert "maxReplicas" in condition(kmock, "bad")["message"]
-    assert "InvalidSpec" in event_reasons(kmock)
+    assert {"InvalidSpec", "KedaUnavailable"} <= set(event_reasons(kmock))
     # The operator never scaled any of them, nor scraped pods for them.
     assert not [r for r in kmock if r.method == "PATCH" and r.url.path.endswith("/scale")
                 and r.headers.get("User-Agent", "").startswith("kopf")]
