@@ -75,6 +75,11 @@ class ServerMetrics:
                                     buckets=REQUEST_BUCKETS, registry=self.registry)
         self.success = Counter("vllm:request_success", "finished requests",
                                labels + ["finished_reason"], registry=self.registry)
+        # series exist (at 0) from the start, so rates and dashboards work before traffic
+        for histogram in (self.ttft, self.itl, self.e2e, self.queue_time):
+            histogram.labels(model_name)
+        for reason in ("stop", "length", "abort"):
+            self.success.labels(model_name, reason)
 
     def attach(self, async_engine: AsyncLLMEngine) -> None:
         self.registry.register(_EngineStatsCollector(async_engine, self.model_name))
