@@ -209,10 +209,10 @@ def test_restart_with_the_window_from_status_does_not_scale_down():
     # status: idle samples after the restart scale down only once no window of the last
     # 300s holds a busy sample (the last window with one ends at t=345).
     h = MetricHistory.from_status(history(*steady(64, 128, ready=8, until=300)).to_status())
-    for t in range(315, 660, 15):
+    for t in range(315, 645, 15):
         h = h.record(fleet(t, 0, 0, ready=8), SPEC)
         assert decide(h, SPEC, 8, 0.0, t).replicas == 8, t
-    h = h.record(fleet(660, 0, 0, ready=8), SPEC)
-    assert decide(h, SPEC, 8, 0.0, 660).reason == "ScaledDown"
+    h = h.record(fleet(645, 0, 0, ready=8), SPEC)
+    assert decide(h, SPEC, 8, 0.0, 645).reason == "ScaledDown"
     # An operator that lost the window instead sees only idle samples, and still waits.
     assert decide(history(fleet(330, 0, 0, ready=8)), SPEC, 8, None, 330).replicas == 8
