@@ -1,7 +1,7 @@
 """Builds the LLMDeployment CustomResourceDefinition from schema.py and rules.py.
 
-``python -m kubellm.operator.crd [PATH ...]`` writes it as YAML (stdout without PATH);
-crds/ and the Helm chart hold its output, and a test keeps them equal to it.
+``python -m kubellm.operator.crd crds/llmdeployment.yaml charts/kubellm/crds/llmdeployment.yaml``
+writes it as YAML (stdout without a path); tests keep both files equal to it.
 """
 from __future__ import annotations
 
