@@ -20,4 +20,9 @@ if not HAS_CUDA:
 def cuda():
     if not HAS_CUDA:
         pytest.skip("needs a CUDA GPU")
+    from kubellm.kernels._launch import is_interpreted
+    from kubellm.kernels.paged_attention import _paged_attention_kernel
+    if is_interpreted(_paged_attention_kernel):
+        pytest.fail("GPU kernel tests would run in triton's interpreter: TRITON_INTERPRET is "
+                    "set (tests/conftest.py must set it only on machines without CUDA)")
     return torch.device("cuda")

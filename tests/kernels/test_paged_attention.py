@@ -46,8 +46,9 @@ def check_against_ref(batch, **kwargs):
     return out
 
 
-# prefill from 0 | prefix-cached prefill | decodes | last blocks partially filled
-MIXED = dict(q_lens=[7, 3, 1, 1, 2], seq_lens=[7, 13, 1, 10, 6])
+# prefill from 0 | prefix-cached prefill | decodes | last blocks partially filled; contexts
+# long enough that whole unmasked key tiles (16 keys on CPU) come before the masked ones.
+MIXED = dict(q_lens=[7, 3, 1, 1, 2, 20], seq_lens=[7, 40, 1, 37, 6, 53])
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
@@ -115,9 +116,11 @@ def test_bad_inputs_are_named():
 def test_split_heuristic_only_for_small_decode_batches(monkeypatch):
     monkeypatch.setattr(pa_module, "_sm_count", lambda device: 132)
     gpu = torch.device("cuda")
-    assert choose_num_kv_splits(1, 8, 1, gpu) == 16     # 8 programs for 132 SMs
-    assert choose_num_kv_splits(8, 8, 1, gpu) == 8
-    assert choose_num_kv_splits(64, 8, 1, gpu) == 1     # 512 programs fill the GPU
+    assert choose_num_kv_splits(1, 8, 1, gpu) == 32     # 8 programs for 132 SMs
+    assert choose_num_kv_splits(4, 8, 1, gpu) == 8
+    assert choose_num_kv_splits(16, 8, 1, gpu) == 2
+    assert choose_num_kv_splits(32, 8, 1, gpu) == 1     # 256 programs: about 2 per SM
+    assert choose_num_kv_splits(256, 8, 1, gpu) == 1
     assert choose_num_kv_splits(1, 8, 16, gpu) == 1     # prefill: never split
     assert choose_num_kv_splits(1, 8, 1, torch.device("cpu")) == 1
 
