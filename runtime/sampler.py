@@ -12,8 +12,10 @@ its batch and wherever it sits in it.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from .sampling_params import SamplingParams
@@ -75,7 +77,8 @@ class Sampler:
                 _has_penalty(p) or _masks_stop_tokens(s) for p, s in zip(params, states)):
             sampled = logits.argmax(dim=-1)
         else:
-            sampled = self._sample(logits.to(torch.float32, copy=True), states)
+            sampled = self._sample(logits.to(torch.float32, memory_format=torch.contiguous_format,
+                                            copy=True), states)
         token_ids = sampled.tolist()
         logprobs: list[dict[int, float] | None] = [None] * len(states)
         if logprob_rows:
@@ -123,47 +126,51 @@ def _masks_stop_tokens(state: SamplingState) -> bool:
 
 
 def _apply_penalties(logits: torch.Tensor, states: list[SamplingState]) -> None:
-    """In place, touching only the seen tokens (gather/scatter), never whole [B, V] rows.
+    """In place, touching only the seen (row, token) pairs, never whole [B, V] rows.
 
-    Padding repeats a row's last token, so duplicate writes always carry the same value.
+    A token seen several times appears several times in the index; every copy computes
+    the same new value from the same old one, so the duplicate writes agree.
     """
-    device = logits.device
+    device, vocab = logits.device, logits.shape[1]
+    flat_logits = logits.view(-1)             # one linear index is cheaper than (row, id)
     repeated = [i for i, s in enumerate(states) if s.params.repetition_penalty != 1.0]
     if repeated:
         # HF semantics, over prompt and output tokens: divide positive logits by the
         # penalty and multiply negative ones, so a seen token always becomes less likely.
-        seen = [states[i].prompt_token_ids + states[i].output_token_ids for i in repeated]
-        ids = _pad_with_last(seen, device)
-        rows = torch.tensor(repeated, device=device).unsqueeze(1)
-        penalty = torch.tensor([states[i].params.repetition_penalty if seen[j] else 1.0
-                                for j, i in enumerate(repeated)], device=device).unsqueeze(1)
-        values = logits[rows, ids]
-        logits[rows, ids] = torch.where(values > 0, values / penalty, values * penalty)
+        rows, ids = _flat_index(
+            [t for i in repeated for t in (states[i].prompt_token_ids, states[i].output_token_ids)],
+            [i for i in repeated for _ in range(2)], device)
+        penalty = _per_row(states, lambda p: p.repetition_penalty, device)[rows]
+        flat = rows * vocab + ids
+        values = flat_logits[flat]
+        flat_logits[flat] = torch.where(values > 0, values / penalty, values * penalty)
 
     additive = [i for i, s in enumerate(states)
                 if s.params.frequency_penalty != 0.0 or s.params.presence_penalty != 0.0]
     if additive:
         # OpenAI semantics, over output tokens only: minus frequency * count + presence.
-        outputs = [states[i].output_token_ids for i in additive]
-        ids = _pad_with_last(outputs, device)
-        is_real = (torch.arange(ids.shape[1], device=device).unsqueeze(0)
-                   < torch.tensor([len(t) for t in outputs], device=device).unsqueeze(1))
-        counts = torch.zeros(len(additive), logits.shape[1], device=device)
-        counts = counts.scatter_add_(1, ids, is_real.to(counts.dtype)).gather(1, ids)
-        frequency = torch.tensor([states[i].params.frequency_penalty for i in additive],
-                                 device=device).unsqueeze(1)
-        presence = torch.tensor([states[i].params.presence_penalty for i in additive],
-                                device=device).unsqueeze(1)
-        rows = torch.tensor(additive, device=device).unsqueeze(1)
-        logits[rows, ids] -= frequency * counts + presence * (counts > 0).to(counts.dtype)
+        rows, ids = _flat_index([states[i].output_token_ids for i in additive], additive, device)
+        flat = rows * vocab + ids
+        counts = torch.zeros(logits.numel(), device=device)
+        seen = counts.index_add_(0, flat, torch.ones(len(flat), device=device))[flat]
+        frequency = _per_row(states, lambda p: p.frequency_penalty, device)[rows]
+        presence = _per_row(states, lambda p: p.presence_penalty, device)[rows]
+        flat_logits[flat] -= frequency * seen + presence * (seen > 0).to(seen.dtype)
 
 
-def _pad_with_last(token_lists: list[list[int]], device) -> torch.Tensor:
-    """[len(token_lists), longest] ids; short rows repeat their last id, empty rows are 0s
-    (callers make those no-ops: penalty 1, count 0)."""
-    width = max(1, max(len(t) for t in token_lists))
-    return torch.tensor([t + [t[-1]] * (width - len(t)) if t else [0] * width
-                         for t in token_lists], device=device)
+def _flat_index(token_lists: list[list[int]], row_of_list: list[int], device
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(row, token id) index tensors for all tokens of the lists, built without padding."""
+    lengths = [len(t) for t in token_lists]
+    ids = np.fromiter(itertools.chain.from_iterable(token_lists), dtype=np.int64,
+                      count=sum(lengths))
+    rows = np.repeat(np.asarray(row_of_list, dtype=np.int64), lengths)
+    return (torch.from_numpy(rows).to(device, non_blocking=True),
+            torch.from_numpy(ids).to(device, non_blocking=True))
+
+
+def _per_row(states: list[SamplingState], value, device) -> torch.Tensor:
+    return torch.tensor([value(s.params) for s in states], dtype=torch.float32, device=device)
 
 
 def _sample_random(logits: torch.Tensor, states: list[SamplingState]) -> torch.Tensor:

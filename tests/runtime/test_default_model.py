@@ -30,6 +30,9 @@ def test_converts_into_the_cache_dir(converted):
     assert config["tie_word_embeddings"] is True
     # No temporary directories left next to the result.
     assert [p.name for p in path.parent.iterdir()] == [path.name]
+    # The conversion-time memoization of gguf's parser is undone.
+    import gguf
+    assert gguf.GGUFReader is gguf.gguf_reader.GGUFReader
 
 
 def test_second_call_reuses_without_converting(converted, monkeypatch):
@@ -69,6 +72,8 @@ def test_failed_conversion_leaves_nothing_behind(tmp_path, monkeypatch):
         default_model.convert_default_model(target)
     assert not target.exists()
     assert list(target.parent.iterdir()) == []
+    import gguf
+    assert gguf.GGUFReader is gguf.gguf_reader.GGUFReader
 
 
 def test_transformers_answers_paris(converted):

@@ -9,8 +9,8 @@ VOCAB = 64
 EOS = 7
 
 
-def state(prompt=(1, 2, 3), output=(), **params):
-    s = SamplingState.create(SamplingParams(**params), list(prompt))
+def state(prompt=(1, 2, 3), output=(), device="cpu", **params):
+    s = SamplingState.create(SamplingParams(**params), list(prompt), device=device)
     s.output_token_ids.extend(output)
     return s
 
@@ -111,16 +111,18 @@ def test_sampling_follows_the_distribution():
     assert 0.70 < share_20 < 0.80       # expected 0.75
 
 
-def run_seeded(position, batch_size, steps=8, seed=1234, **params):
+def run_seeded(position, batch_size, steps=8, seed=1234, device="cpu", **params):
     """Tokens of one seeded request decoded at `position` among other requests."""
-    target = state(seed=seed, temperature=1.0, **params)
-    others = [state(temperature=1.0, seed=None if i % 2 else 99 + i) for i in range(batch_size - 1)]
+    target = state(seed=seed, temperature=1.0, device=device, **params)
+    others = [state(temperature=1.0, seed=None if i % 2 else 99 + i, device=device)
+              for i in range(batch_size - 1)]
     sampler, tokens = Sampler({EOS}), []
     for step in range(steps):
         logits = spread_logits(batch_size, seed=100 + step) * 0.3   # flat: many candidates
         # The target always sees the same logits row, whatever its position.
         target_row = spread_logits(1, seed=500 + step)[0] * 0.3
         logits[position] = target_row
+        logits = logits.to(device)
         batch = others[:position] + [target] + others[position:]
         token = sampler(logits, batch).token_ids[position]
         target.output_token_ids.append(token)
@@ -228,3 +230,28 @@ def test_bad_shapes_are_clear_errors():
         sampler(torch.zeros(2, VOCAB), [state()])
     with pytest.raises(ValueError, match=r"\[batch, vocab\]"):
         sampler(torch.zeros(VOCAB), [state()])
+
+
+@pytest.mark.gpu
+def test_on_cuda_seeds_masks_and_penalties_hold():
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    alone = run_seeded(0, 1, device="cuda")
+    assert run_seeded(5, 9, device="cuda") == alone
+    assert run_seeded(200, 256, device="cuda", steps=3) == alone[:3]
+    # Masks: the nucleus computed on the CPU bounds what the GPU draws.
+    logits = spread_logits(seed=5)[0]
+    tokens = Sampler({EOS})(logits.cuda().expand(4000, -1),
+                            [state(temperature=1.0, top_p=0.6, top_k=10, min_p=0.01)] * 4000
+                            ).token_ids
+    probs, order = logits.softmax(-1).sort(descending=True)
+    nucleus = set(order[:int((probs.cumsum(0) < 0.6).sum()) + 1].tolist())
+    assert set(tokens) <= nucleus and len(set(tokens)) > 1
+    # Penalties: same numbers as on the CPU.
+    batch = spread_logits(3, seed=9)
+    states = [state(prompt=[1, 2, 40], output=[2, 2, 5], temperature=0.0, repetition_penalty=1.3,
+                    frequency_penalty=0.4, presence_penalty=0.2) for _ in range(3)]
+    on_cpu, on_gpu = batch.clone(), batch.cuda()
+    _apply_penalties(on_cpu, states)
+    _apply_penalties(on_gpu, states)
+    torch.testing.assert_close(on_gpu.cpu(), on_cpu)
