@@ -9,8 +9,8 @@ import asyncio
 import signal
 from typing import Any
 
-from conftest import OperatorProcess, wait_until
-from emulator import LLMD, live, live_all
+from .emulator import LLMD, live, live_all
+from .harness import OperatorProcess, wait_until
 
 from kubellm.operator.crd import API_VERSION, KIND
 
