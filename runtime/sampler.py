@@ -91,6 +91,8 @@ class Sampler:
         self._mask_stop_tokens(logits, states)
         temperatures = [s.params.temperature for s in states]
         random_rows = [i for i, t in enumerate(temperatures) if t >= _GREEDY_TEMPERATURE]
+        if len(random_rows) == len(states):
+            return _sample_random(logits, states)
         sampled = logits.argmax(dim=-1)
         if random_rows:
             rows = torch.tensor(random_rows, device=logits.device)
