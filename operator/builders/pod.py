@@ -52,8 +52,6 @@ def serve_args(spec: dict[str, Any], name: str) -> list[str]:
             "--shutdown-timeout", str(engine["shutdownTimeoutSeconds"])]
     if "maxModelLen" in model:
         args += ["--max-model-len", str(model["maxModelLen"])]
-    if model.get("revision") and "huggingFace" in model["source"]:
-        args += ["--revision", model["revision"]]
     for key, flag in ENGINE_FLAGS.items():
         if key not in engine:
             continue
@@ -81,6 +79,9 @@ def runtime_env(spec: dict[str, Any], extra: list[dict[str, Any]]) -> list[dict[
            {"name": "HF_HOME", "value": f"{CACHE_MOUNT}/huggingface"}]
     if "apiKeySecretRef" in spec:
         env.append(_secret_env("KUBELLM_API_KEY", spec["apiKeySecretRef"]))
+    if spec["model"].get("revision"):
+        # `kubellm serve` has no flag for it; the runtime's KUBELLM_<FIELD> env reads it.
+        env.append({"name": "KUBELLM_REVISION", "value": spec["model"]["revision"]})
     if "tokenSecretRef" in spec["model"]["source"]:
         env.append(_secret_env("HF_TOKEN", spec["model"]["source"]["tokenSecretRef"]))
     return env + extra + list(spec.get("env", []))

@@ -68,7 +68,7 @@ def test_serve_args_carry_model_and_engine_knobs():
         "serve", "org/model", "--served-model-name", "chat", "--host", "0.0.0.0",
         "--port", "8000", "--tensor-parallel-size", "1", "--pipeline-parallel-size", "1",
         "--dtype", "bfloat16", "--shutdown-timeout", "45", "--max-model-len", "4096",
-        "--revision", "v2", "--gpu-memory-utilization", "0.85", "--max-num-seqs", "32",
+        "--gpu-memory-utilization", "0.85", "--max-num-seqs", "32",
         "--max-num-batched-tokens", "2048", "--block-size", "32",
         "--no-enable-prefix-caching", "--scheduling-policy", "priority", "--enforce-eager",
         "--seed", "7", "--max-queue", "100", "--foo", "1"]
@@ -114,6 +114,13 @@ def test_api_key_and_hf_token_come_from_secrets():
     assert env["KUBELLM_API_KEY"]["valueFrom"] == {"secretKeyRef": {"name": "keys", "key": "api"}}
     assert env["HF_TOKEN"]["valueFrom"] == {"secretKeyRef": {"name": "hf", "key": "token"}}
     assert env["EXTRA"]["value"] == "1"
+    assert "KUBELLM_REVISION" not in env
+
+
+def test_revision_reaches_the_runtime_through_its_env():
+    spec = {"model": {**HF, "revision": "refs/pr/1"}}
+    env = env_of(pod_of(children(spec)[("Deployment", "m")]))
+    assert env["KUBELLM_REVISION"]["value"] == "refs/pr/1"
 
 
 def test_pvc_model_is_mounted_read_only():
@@ -207,3 +214,22 @@ def test_every_example_renders_valid_manifests(path, lws):
                     K8S_VERSION, strict=True)
         else:
             kubernetes_validate.validate(child, K8S_VERSION, strict=True)
+
+
+def test_the_runtime_cli_accepts_every_flag_the_operator_writes():
+    """The pod's args parse with the real `kubellm serve` parser: an interface check."""
+    from kubellm.cli import build_parser
+
+    spec = defaulted_spec({"model": {**HF, "name": "chat", "dtype": "bfloat16",
+                                     "maxModelLen": 4096},
+                           "parallelism": {"tensor": 2, "pipeline": 2},
+                           "engine": {"gpuMemoryUtilization": 0.8, "maxNumSeqs": 8,
+                                      "maxNumBatchedTokens": 1024, "blockSize": 16,
+                                      "enablePrefixCaching": False,
+                                      "schedulingPolicy": "timeslice", "enforceEager": True,
+                                      "seed": 3, "maxQueue": 10}})
+    args = build_parser().parse_args(serve_args(spec, "m"))
+    assert (args.model, args.served_model_name, args.port) == ("org/model", "chat", 8000)
+    assert (args.tensor_parallel_size, args.pipeline_parallel_size) == (2, 2)
+    assert args.enable_prefix_caching is False and args.enforce_eager is True
+    assert (args.max_queue, args.shutdown_timeout, args.max_model_len) == (10, 30, 4096)

@@ -228,3 +228,32 @@ async def test_restart_half_way_creates_no_duplicates(cluster, tmp_path):
     # One Deployment ever; the Service twice (created, then re-created after its deletion).
     assert sorted(created) == [("deployments", NS, "chat"), ("services", NS, "chat"),
                                ("services", NS, "chat")]
+
+
+async def test_liveness_endpoint_and_structured_logs(cluster, tmp_path):
+    import json
+    import socket
+
+    import aiohttp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = OperatorProcess(cluster.kubeconfig, tmp_path / "json.log", [])
+    proc.extra_args = ["--liveness-port", str(port), "--log-format", "json"]
+    await proc.start()
+    try:
+        async def healthy() -> bool:
+            try:
+                async with aiohttp.ClientSession() as session, \
+                        session.get(f"http://127.0.0.1:{port}/healthz") as resp:
+                    return resp.status == 200
+            except aiohttp.ClientError:
+                return False
+        await wait_until(healthy, what="/healthz 200", log=proc.log)
+        await request(cluster, "POST", llmd_path(), manifest("chat", HF_SPEC))
+        await wait_deployment(cluster, proc, "chat")
+    finally:
+        await proc.stop()
+    records = [json.loads(line) for line in proc.log().splitlines() if line.startswith("{")]
+    assert any(r.get("message") == "created Deployment/chat" for r in records), proc.log()
