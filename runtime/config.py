@@ -10,6 +10,7 @@ DTYPES = ("auto", "float32", "float16", "bfloat16")
 DEVICES = ("auto", "cpu", "cuda")
 POLICIES = ("fcfs", "priority", "timeslice")
 ATTENTION_BACKENDS = ("auto", "torch", "triton")
+LOAD_FORMATS = ("auto", "dummy")
 
 
 def _knob(default, help, choices=None):
@@ -21,6 +22,10 @@ class EngineConfig:
     model: str | None = _knob(None, "model directory or Hugging Face id; none = the embedded "
                                     "SmolLM2-135M-Instruct")
     tokenizer: str | None = _knob(None, "tokenizer directory (default: the model's)")
+    load_format: str = _knob("auto", "auto = the checkpoint's safetensors; dummy = random "
+                                     "weights from config.json alone (benchmarks)", LOAD_FORMATS)
+    skip_tokenizer_init: bool = _knob(False, "no tokenizer: prompts are token ids and "
+                                             "outputs carry no text")
     dtype: str = _knob("auto", "weights and activations dtype; auto = bfloat16 on CUDA, "
                                "float32 on CPU", DTYPES)
     device: str = _knob("auto", "where to run; auto = cuda when available", DEVICES)
@@ -47,6 +52,7 @@ class EngineConfig:
         _choice("device", self.device, DEVICES)
         _choice("scheduling_policy", self.scheduling_policy, POLICIES)
         _choice("attention_backend", self.attention_backend, ATTENTION_BACKENDS)
+        _choice("load_format", self.load_format, LOAD_FORMATS)
         for name in ("tensor_parallel_size", "pipeline_parallel_size", "block_size",
                      "max_num_batched_tokens", "max_num_seqs", "timeslice_steps"):
             _positive_int(name, getattr(self, name))

@@ -75,6 +75,9 @@ class LLMEngine:
         if request_id in self._groups:
             raise ValueError(f"request id {request_id!r} is already in use")
         if isinstance(prompt, str):
+            if self.tokenizer is None:
+                raise ValueError("this engine has no tokenizer (skip_tokenizer_init): "
+                                 "give the prompt as token ids")
             text, token_ids = prompt, self.tokenizer.encode(prompt)
         else:
             text, token_ids = None, [int(t) for t in prompt]
@@ -87,7 +90,7 @@ class LLMEngine:
             seq = Request(f"{request_id}#{i}", token_ids, params, priority, now,
                           max_tokens=max_tokens)
             seq.sampling_state = self._make_sampling_state(seq, i)
-            if params.detokenize:
+            if params.detokenize and self.tokenizer is not None:
                 seq.detokenizer = self._make_detokenizer(token_ids, params)
             seq.logprobs = [] if params.logprobs is not None else None
             sequences.append(seq)

@@ -48,10 +48,10 @@ def resolve_dtype(config: EngineConfig, device: torch.device) -> torch.dtype:
     return DTYPES[config.dtype]
 
 
-def eos_token_ids(model_dir: str, tokenizer) -> set[int]:
+def eos_token_ids(model_dir: str, tokenizer, hf_config) -> set[int]:
     ids = set()
-    if tokenizer.eos_token_id is not None:
-        ids.add(tokenizer.eos_token_id)
+    for eos in (getattr(tokenizer, "eos_token_id", None), getattr(hf_config, "eos_token_id", None)):
+        ids.update(eos if isinstance(eos, list) else [eos] if eos is not None else [])
     path = os.path.join(model_dir, "generation_config.json")
     if os.path.exists(path):
         with open(path) as fh:
@@ -74,11 +74,12 @@ def build_engine(engine_cls, config: EngineConfig):
     device = resolve_device(config)
     dtype = resolve_dtype(config, device)
     hf_config = AutoConfig.from_pretrained(model_dir)
-    tokenizer = AutoTokenizer.from_pretrained(config.tokenizer or model_dir)
+    tokenizer = None if config.skip_tokenizer_init else \
+        AutoTokenizer.from_pretrained(config.tokenizer or model_dir)
     config.max_model_len = _resolve_max_model_len(config, hf_config)
     torch.manual_seed(config.seed)
-    model = load_model(model_dir, hf_config, dtype, device)
-    eos = eos_token_ids(model_dir, tokenizer)
+    model = load_model(model_dir, hf_config, dtype, device, load_format=config.load_format)
+    eos = eos_token_ids(model_dir, tokenizer, hf_config)
     backend = config.attention_backend
     if backend == "auto":
         backend = "triton" if device.type == "cuda" else "torch"

@@ -14,7 +14,8 @@ from kubellm.runtime.models.registry import resolve_architecture
 
 
 def load_model(model_dir: str, hf_config, dtype: torch.dtype, device: torch.device,
-               layer_range: tuple[int, int] | None = None) -> torch.nn.Module:
+               layer_range: tuple[int, int] | None = None,
+               load_format: str = "auto") -> torch.nn.Module:
     cls, args = resolve_architecture(hf_config)
     previous = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
@@ -24,8 +25,22 @@ def load_model(model_dir: str, hf_config, dtype: torch.dtype, device: torch.devi
     finally:
         torch.set_default_dtype(previous)
     model.to_empty(device=device)
-    load_weights(model, model_dir)
+    if load_format == "dummy":
+        init_dummy_weights(model)
+    else:
+        load_weights(model, model_dir)
     return model.eval()
+
+
+@torch.no_grad()
+def init_dummy_weights(model: torch.nn.Module, seed: int = 0) -> None:
+    """Random weights of sane scale (throughput does not depend on their values)."""
+    gen = torch.Generator(device=next(model.parameters()).device).manual_seed(seed)
+    for name, param in model.named_parameters():
+        if param.dim() == 1:
+            param.fill_(1.0 if "norm" in name else 0.0)
+        else:
+            param.normal_(0.0, 0.02, generator=gen)
 
 
 def checkpoint_files(model_dir: str) -> list[str]:

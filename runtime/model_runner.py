@@ -1,13 +1,17 @@
 """Turns a SchedulerOutput into one forward pass and sampled tokens.
 
 Builds the flat varlen inputs (token ids, positions, slot mapping, block tables,
-sequence lengths), runs the model, takes the last hidden state of every request whose
-chunk reaches its end, and samples. Owns the KV-cache tensors.
+sequence lengths) on the host with numpy, copies them to the device from pinned memory
+without blocking, runs the model (a captured CUDA graph for decode-only steps on GPU),
+takes the last hidden state of every request whose chunk reaches its end, and samples.
+Owns the KV-cache tensors.
 """
 from __future__ import annotations
 
 import logging
+import time
 
+import numpy as np
 import torch
 
 from kubellm.runtime.attention import torch_backend
@@ -27,11 +31,16 @@ class ModelRunner:
         self.dtype = dtype
         self.block_size = block_size
         self.attn_layers = [m for m in model.modules() if isinstance(m, Attention)]
+        self.backend_name = attention_backend
         self.backend = _load_backend(attention_backend)
         for layer in self.attn_layers:
             layer.backend = self.backend
         self.num_blocks = 0
         self.vocab_size = model.args.vocab_size
+        self.graphs = None            # DecodeGraphs once captured (CUDA, triton backend)
+        self.host_time_s = 0.0        # input preparation, summed over steps
+        self.num_steps = 0
+        self._pin = device.type == "cuda"
 
     # ---- KV cache ------------------------------------------------------------------
     def kv_bytes_per_block(self) -> int:
@@ -46,53 +55,84 @@ class ModelRunner:
             layer.k_cache = torch.zeros(shape, dtype=self.dtype, device=self.device)
             layer.v_cache = torch.zeros(shape, dtype=self.dtype, device=self.device)
 
+    def capture_decode_graphs(self, max_num_seqs: int, max_model_len: int) -> None:
+        from kubellm.runtime.cuda_graphs import DecodeGraphs
+        self.graphs = DecodeGraphs(self, max_num_seqs, -(-max_model_len // self.block_size))
+        self.graphs.capture()
+
     # ---- one step ------------------------------------------------------------------
     @torch.inference_mode()
     def execute(self, out: SchedulerOutput, block_tables: list[list[int]]):
         """Returns (sampled token per sampling request id, logprobs per request id)."""
-        token_ids, positions, meta, sample_rows = self.prepare_inputs(out, block_tables)
-        set_metadata(meta)
-        try:
-            hidden, _ = self.model(token_ids, positions)
-        finally:
-            set_metadata(None)
-        if not sample_rows:
+        start = time.perf_counter()
+        token_ids, positions, meta, sample_rows, requests = self.prepare_inputs(out, block_tables)
+        self.host_time_s += time.perf_counter() - start
+        self.num_steps += 1
+        hidden = self.forward(token_ids, positions, meta)
+        if not requests:
             return {}, {}
-        rows, requests = zip(*sample_rows)
-        logits = self.model.compute_logits(hidden[list(rows)]).float()
+        logits = self.model.compute_logits(hidden[sample_rows]).float()
         result = self.sampler(logits, [r.sampling_state for r in requests])
         ids = {r.request_id: t for r, t in zip(requests, result.token_ids)}
         logprobs = {r.request_id: lp for r, lp in zip(requests, result.logprobs)}
         return ids, logprobs
 
+    def forward(self, token_ids, positions, meta: AttentionMetadata) -> torch.Tensor:
+        if self.graphs is not None and meta.is_decode_only and self.graphs.fits(meta):
+            return self.graphs.replay(token_ids, positions, meta)
+        set_metadata(meta)
+        try:
+            hidden, _ = self.model(token_ids, positions)
+        finally:
+            set_metadata(None)
+        return hidden
+
     def prepare_inputs(self, out: SchedulerOutput, block_tables: list[list[int]]):
-        token_ids, positions, slots = [], [], []
-        seq_lens, query_lens, cu = [], [], [0]
-        sample_rows = []
-        bs = self.block_size
-        for s, table in zip(out.scheduled, block_tables):
-            start, n = s.start, s.num_new_tokens
-            token_ids += s.request.all_token_ids[start:start + n]
-            positions += range(start, start + n)
-            slots += [table[p // bs] * bs + p % bs for p in range(start, start + n)]
-            seq_lens.append(start + n)
-            query_lens.append(n)
-            cu.append(cu[-1] + n)
-            if s.samples:
-                sample_rows.append((cu[-1] - 1, s.request))
+        scheduled = out.scheduled
+        num_seqs = len(scheduled)
+        query_lens = np.fromiter((s.num_new_tokens for s in scheduled), np.int64, num_seqs)
+        starts = np.fromiter((s.start for s in scheduled), np.int64, num_seqs)
+        cu = np.zeros(num_seqs + 1, np.int32)
+        np.cumsum(query_lens, out=cu[1:])
+        num_tokens = int(cu[-1])
+        seq_lens = (starts + query_lens).astype(np.int32)
+        if num_tokens == num_seqs:          # decode-only: no per-token Python loops
+            token_ids = np.fromiter((s.request.all_token_ids[s.start] for s in scheduled),
+                                    np.int64, num_seqs)
+            positions = starts
+        else:
+            token_ids = np.fromiter(
+                (t for s in scheduled
+                 for t in s.request.all_token_ids[s.start:s.start + s.num_new_tokens]),
+                np.int64, num_tokens)
+            positions = np.concatenate([np.arange(a, a + n) for a, n in zip(starts, query_lens)])
         width = max(len(t) for t in block_tables)
-        padded = [t + [0] * (width - len(t)) for t in block_tables]
-        dev = self.device
+        table = np.zeros((num_seqs, width), np.int32)
+        for i, t in enumerate(block_tables):
+            table[i, :len(t)] = t
+        seq_index = np.repeat(np.arange(num_seqs), query_lens)
+        bs = self.block_size
+        slots = table[seq_index, positions // bs].astype(np.int64) * bs + positions % bs
+        sample_rows, requests = [], []
+        for i, s in enumerate(scheduled):
+            if s.samples:
+                sample_rows.append(int(cu[i + 1]) - 1)
+                requests.append(s.request)
+        max_q = int(query_lens.max())
         meta = AttentionMetadata(
-            slot_mapping=torch.tensor(slots, dtype=torch.int64, device=dev),
-            block_tables=torch.tensor(padded, dtype=torch.int32, device=dev),
-            seq_lens=torch.tensor(seq_lens, dtype=torch.int32, device=dev),
-            cu_seqlens_q=torch.tensor(cu, dtype=torch.int32, device=dev),
-            max_seqlen_q=max(query_lens), max_seqlen_k=max(seq_lens),
-            seq_lens_cpu=seq_lens, query_lens_cpu=query_lens,
-            is_decode_only=max(query_lens) == 1)
-        return (torch.tensor(token_ids, dtype=torch.int64, device=dev),
-                torch.tensor(positions, dtype=torch.int64, device=dev), meta, sample_rows)
+            slot_mapping=self._to_device(slots), block_tables=self._to_device(table),
+            seq_lens=self._to_device(seq_lens), cu_seqlens_q=self._to_device(cu),
+            max_seqlen_q=max_q, max_seqlen_k=int(seq_lens.max()),
+            seq_lens_cpu=seq_lens.tolist(), query_lens_cpu=query_lens.tolist(),
+            is_decode_only=max_q == 1)
+        rows = self._to_device(np.asarray(sample_rows, np.int64))
+        return self._to_device(token_ids), self._to_device(positions), meta, rows, requests
+
+    def _to_device(self, array: np.ndarray) -> torch.Tensor:
+        t = torch.from_numpy(np.ascontiguousarray(array))
+        if self._pin:
+            return t.pin_memory().to(self.device, non_blocking=True)
+        return t if self.device.type == "cpu" else t.to(self.device)
 
 
 def _load_backend(name: str):

@@ -51,6 +51,9 @@ class RotaryEmbedding(nn.Module):
         """q: [T, Hq, D], k: [T, Hkv, D] -> rotated (new tensors)."""
         if self.cos_sin_cache is None or self.cos_sin_cache.device != positions.device:
             self.cos_sin_cache = self.build_cache(positions.device)
+        if q.is_cuda:
+            from kubellm.kernels.rotary import apply_rotary
+            return apply_rotary(positions, q, k, self.cos_sin_cache)
         cos, sin = self.cos_sin_cache[positions].chunk(2, dim=-1)
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
         return _rotate(q, cos, sin), _rotate(k, cos, sin)
