@@ -72,6 +72,7 @@ class AsyncLLMEngine:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._stopping = False
+        self._num_in_transit = 0                # adds sent, not yet accepted or refused
 
     # ---- lifecycle (event loop thread) ----
     def start(self) -> None:
@@ -98,7 +99,7 @@ class AsyncLLMEngine:
     def num_waiting(self) -> int:
         """Requests not yet running: the engine's waiting queue plus adds still in transit."""
         waiting = getattr(self.stats, "num_waiting", 0) if self.stats is not None else 0
-        return waiting + sum(isinstance(c, _Add) for c in list(self._commands))
+        return waiting + self._num_in_transit
 
     # ---- requests (event loop thread) ----
     async def add_request(self, request_id: str, prompt: str | list[int],
@@ -112,12 +113,15 @@ class AsyncLLMEngine:
         self._streams[request_id] = stream
         done = self._loop.create_future()
         self._send(_Add(request_id, prompt, params, priority, done))
+        self._num_in_transit += 1
         try:
             await done
         except BaseException:  # rejected, or the caller gave up while it was in transit
             self._streams.pop(request_id, None)
             self._send(_Abort(request_id))
             raise
+        finally:
+            self._num_in_transit -= 1
         stream.is_admitted = True
         return stream
 

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The serving benchmark on a GPU machine, in one command: a random Llama-3-8B-shaped
+# checkpoint, `kubellm serve` launched on it and driven over HTTP with Poisson arrivals,
+# then the same schedule through the engine in process (no HTTP), for the HTTP overhead.
+#   benchmarks/serving/run_h200.sh OUT_DIR TOKENIZER_DIR [WHEELS_DIR] [-- extra bench flags]
+# WHEELS_DIR: wheels of what the GPU image lacks (fastapi, starlette, uvicorn, pydantic...).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+out=${1:?usage: run_h200.sh OUT_DIR TOKENIZER_DIR [WHEELS_DIR] [-- bench flags]}
+tokenizer=${2:?tokenizer directory (tokenizer.json)}
+wheels=${3:-}
+shift $(( $# < 3 ? $# : 3 )); [ "${1:-}" = "--" ] && shift
+python=${PYTHON:-python3}
+export PYTHONUNBUFFERED=1
+mkdir -p "$out"
+if [ -n "$wheels" ] && [ "$wheels" != "-" ]; then
+  "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site "$wheels"/*.whl
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+# the project itself, without touching the image's packages (nothing can be fetched there)
+"$python" -c "import kubellm.runtime" 2>/dev/null ||
+  "$python" -m pip install -q --no-deps --no-build-isolation -e .
+"$python" -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name())"
+model=${MODEL_DIR:-/tmp/llama3-8b-random}
+[ -f "$model/model.safetensors.index.json" ] ||
+  "$python" benchmarks/serving/make_random_llama.py "$model" --tokenizer "$tokenizer" \
+    ${NUM_LAYERS:+--num-layers $NUM_LAYERS}
+# prompts ~512 tokens, outputs 128 (BENCHMARKS.md, serving); ids within the tokenizer's vocab
+"$python" -m kubellm.cli bench serve --launch --compare-in-process --model "$model" \
+  --input-len 512 --output-len 128 --prompt-vocab 49152 --out "$out" "$@" \
+  2>&1 | tee "$out/serve_bench.log"
