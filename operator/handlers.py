@@ -17,6 +17,7 @@ from kubellm.operator.kube import KubeClient, resource_path
 from kubellm.operator.reconcile import Reconciler
 
 ANNOTATION_PREFIX = "kubellm.io"
+RETRY_SECONDS = 5
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,10 @@ def register_handlers(config: OperatorConfig) -> None:
         info = kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
         if info is None:
             raise kopf.LoginError("no in-cluster service account and no kubeconfig found")
-        STATE.reconciler = Reconciler(KubeClient(info), config.default_image)
+        if STATE.reconciler is None:
+            STATE.reconciler = Reconciler(KubeClient(info), config.default_image)
+        else:
+            STATE.reconciler.client.update_credentials(info)
         return info
 
     @kopf.on.cleanup(id="close-client")
@@ -61,9 +65,10 @@ def register_handlers(config: OperatorConfig) -> None:
         if STATE.reconciler:
             await STATE.reconciler.client.close()
 
-    @kopf.on.resume(*llmd, id="reconcile")
-    @kopf.on.create(*llmd, id="reconcile")
-    @kopf.on.update(*llmd, id="reconcile")
+    # Failures are transient API errors (a bad spec never raises): retry soon.
+    @kopf.on.resume(*llmd, id="reconcile", backoff=RETRY_SECONDS)
+    @kopf.on.create(*llmd, id="reconcile", backoff=RETRY_SECONDS)
+    @kopf.on.update(*llmd, id="reconcile", backoff=RETRY_SECONDS)
     async def spec_changed(body: kopf.Body, **_: Any) -> None:
         await _reconciler().reconcile(dict(body))
 
@@ -73,7 +78,7 @@ def register_handlers(config: OperatorConfig) -> None:
     async def resync(body: kopf.Body, **_: Any) -> None:
         await _reconciler().reconcile(dict(body))
 
-    @kopf.on.delete(*llmd, id="cleanup")
+    @kopf.on.delete(*llmd, id="cleanup", backoff=RETRY_SECONDS)
     async def deleted(body: kopf.Body, **_: Any) -> None:
         await _reconciler().cleanup(dict(body))
 

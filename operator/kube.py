@@ -71,10 +71,14 @@ def _temp_file(data: bytes) -> str:
 
 class KubeClient:
     def __init__(self, info: Any):
+        self._session: aiohttp.ClientSession | None = None
+        self.update_credentials(info)
+
+    def update_credentials(self, info: Any) -> None:
+        """Use new credentials (Kopf logs in again when a token expires)."""
         self.server = info.server.rstrip("/")
         self._headers = info.as_http_headers()
         self._ssl = _ssl_context(info)
-        self._session: aiohttp.ClientSession | None = None
 
     async def close(self) -> None:
         if self._session:
@@ -131,7 +135,7 @@ class KubeClient:
     async def delete(self, path: str) -> bool:
         """Delete in the background; False when it was already gone."""
         try:
-            await self._request("DELETE", path, {"propagationPolicy": "Background"})
+            await self._request("DELETE", path, params={"propagationPolicy": "Background"})
             return True
         except ApiError as e:
             if e.status == 404:

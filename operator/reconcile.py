@@ -23,7 +23,8 @@ from kubellm.operator.events import post_event
 from kubellm.operator.kube import ApiError, KubeClient, manifest_path
 from kubellm.operator.validation import SpecError, defaulted_spec
 
-LWS_CHECK_SECONDS = 60.0  # how long the "is LeaderWorkerSet installed" answer is reused
+LWS_CHECK_SECONDS = 60.0
+STATUS_WRITE_ATTEMPTS = 3  # a concurrent status writer (the autoscaler) costs a retry  # how long the "is LeaderWorkerSet installed" answer is reused
 WORKLOAD_KINDS = ("Deployment", "StatefulSet", "LeaderWorkerSet")
 
 
@@ -98,20 +99,33 @@ class Reconciler:
         before = await self._write_status(cr, status.degraded_status(cr, reason, message))
         previous = status.condition(before, "Degraded") or {}
         if previous.get("status") != "True" or previous.get("message") != message:
-            await post_event(self.client, cr, "Warning", reason, message)
+            try:
+                await post_event(self.client, cr, "Warning", reason, message)
+            except ApiError as e:  # the condition already says it; the Event is a courtesy
+                self.logger.warning("could not post an Event: %s", e)
 
     async def _write_status(self, cr: dict[str, Any], mine: dict[str, Any]) -> dict[str, Any]:
         """Merge-patch our status fields onto the freshest object; returns the old status."""
-        fresh = await self.client.get(manifest_path(cr)) or cr
-        current = fresh.get("status") or {}
-        patch = status.status_patch(current, mine, datetime.datetime.now(datetime.timezone.utc))
-        if patch is not None:
+        for attempt in range(STATUS_WRITE_ATTEMPTS):
+            fresh = await self.client.get(manifest_path(cr))
+            if fresh is None:
+                return {}  # deleted meanwhile
+            current = fresh.get("status") or {}
+            now = datetime.datetime.now(datetime.timezone.utc)
+            patch = status.status_patch(current, mine, now)
+            if patch is None:
+                return current
             body: dict[str, Any] = {"status": patch}
             version = fresh["metadata"].get("resourceVersion")
             if version:  # the conditions list is replaced whole: fail on a concurrent write
                 body["metadata"] = {"resourceVersion": version}
-            await self.client.merge_patch(manifest_path(cr, "status"), body)
-        return current
+            try:
+                await self.client.merge_patch(manifest_path(cr, "status"), body)
+                return current
+            except ApiError as e:
+                if e.status != 409 or attempt == STATUS_WRITE_ATTEMPTS - 1:
+                    raise
+        return {}
 
     async def cleanup(self, cr: dict[str, Any]) -> None:
         """Delete every child of a deleted LLMDeployment (the garbage collector's job on a

@@ -257,3 +257,27 @@ async def test_liveness_endpoint_and_structured_logs(cluster, tmp_path):
         await proc.stop()
     records = [json.loads(line) for line in proc.log().splitlines() if line.startswith("{")]
     assert any(r.get("message") == "created Deployment/chat" for r in records), proc.log()
+
+
+async def test_status_writes_spare_the_autoscalers_fields(cluster, operator):
+    await request(cluster, "POST", llmd_path(), manifest("chat", HF_SPEC))
+    await wait_until(lambda: llmd_status(cluster, "chat").get("phase"), log=operator.log)
+    autoscaler = {"queueDepth": 17.5, "desiredReplicas": 3,
+                  "lastScaleTime": "2026-01-01T00:00:00Z",
+                  "autoscaler": {"window": [[0, 17.5]]},
+                  "conditions": llmd_status(cluster, "chat")["conditions"] + [
+                      {"type": "ScalingActive", "status": "True", "reason": "QueueDepth",
+                       "message": "scraping 1 pod"}]}
+    await request(cluster, "PATCH", llmd_path("chat", "status"), {"status": autoscaler})
+    # A child changes -> the operator rewrites its own fields.
+    await request(cluster, "PATCH", f"/apis/apps/v1/namespaces/{NS}/deployments/chat/status",
+                  {"status": {"replicas": 1, "readyReplicas": 1, "updatedReplicas": 1}})
+    await wait_until(lambda: llmd_status(cluster, "chat").get("phase") == "Ready",
+                     what="phase Ready", log=operator.log)
+    await asyncio.sleep(2 * 1.0)  # and a couple of resync passes
+    status = llmd_status(cluster, "chat")
+    for key in ("queueDepth", "desiredReplicas", "lastScaleTime", "autoscaler"):
+        assert status[key] == autoscaler[key]
+    # (The real autoscaler, when installed, may rewrite ScalingActive itself.)
+    assert condition(cluster, "chat", "ScalingActive")["status"] in ("True", "False")
+    assert condition(cluster, "chat", "Ready")["status"] == "True"
