@@ -170,7 +170,12 @@ class LlamaForCausalLM(nn.Module):
             idx = int(name.split(".")[1])
             if not self.start_layer <= idx < self.end_layer:
                 return None
-        if name == "lm_head.weight" and self.args.tie_word_embeddings:
+        # a pipeline stage holds the embedding, final norm and head only where it uses them
+        if name == "lm_head.weight" and self.lm_head is None:
+            return None
+        if name.startswith("embed_tokens.") and self.embed_tokens is None:
+            return None
+        if name.startswith("norm.") and self.norm is None:
             return None
         if "rotary_emb" in name:
             return None
