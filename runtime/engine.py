@@ -63,6 +63,8 @@ class LLMEngine:
         self._groups: dict[str, _Group] = {}
         self.prompt_tokens_total = 0
         self.generation_tokens_total = 0
+        # host-side time per phase, summed over steps (the GPU benchmark reports them)
+        self.timings = {"schedule_s": 0.0, "execute_s": 0.0, "postprocess_s": 0.0, "steps": 0}
 
     @classmethod
     def from_config(cls, config: EngineConfig) -> "LLMEngine":
@@ -112,13 +114,22 @@ class LLMEngine:
 
     # ---- one step ------------------------------------------------------------------
     def step(self) -> list[RequestOutput]:
+        t0 = time.perf_counter()
         out = self.scheduler.schedule()
         if out.is_empty:
             return []
         tables = [self.kv.block_table(s.request.request_id) for s in out.scheduled]
+        t1 = time.perf_counter()
         sampled, logprobs = self.executor.execute(out, tables)
+        t2 = time.perf_counter()
         progressed = self.scheduler.update(out, sampled)
-        return self._postprocess(progressed, logprobs)
+        outputs = self._postprocess(progressed, logprobs)
+        t = self.timings
+        t["schedule_s"] += t1 - t0
+        t["execute_s"] += t2 - t1
+        t["postprocess_s"] += time.perf_counter() - t2
+        t["steps"] += 1
+        return outputs
 
     # ---- helpers -------------------------------------------------------------------
     def _check_prompt(self, token_ids: list[int], params: SamplingParams) -> None:

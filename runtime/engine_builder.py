@@ -60,8 +60,15 @@ def eos_token_ids(model_dir: str, tokenizer, hf_config) -> set[int]:
     return ids
 
 
+def load_tokenizer(config: EngineConfig, model_dir: str):
+    if config.skip_tokenizer_init:
+        return None
+    from transformers import AutoTokenizer
+    return AutoTokenizer.from_pretrained(config.tokenizer or model_dir)
+
+
 def build_engine(engine_cls, config: EngineConfig):
-    from transformers import AutoConfig, AutoTokenizer
+    from transformers import AutoConfig
 
     from kubellm.runtime.loader import load_model
     from kubellm.runtime.model_runner import ModelRunner
@@ -74,8 +81,7 @@ def build_engine(engine_cls, config: EngineConfig):
     device = resolve_device(config)
     dtype = resolve_dtype(config, device)
     hf_config = AutoConfig.from_pretrained(model_dir)
-    tokenizer = None if config.skip_tokenizer_init else \
-        AutoTokenizer.from_pretrained(config.tokenizer or model_dir)
+    tokenizer = load_tokenizer(config, model_dir)
     config.max_model_len = _resolve_max_model_len(config, hf_config)
     torch.manual_seed(config.seed)
     model = load_model(model_dir, hf_config, dtype, device, load_format=config.load_format)
@@ -85,6 +91,17 @@ def build_engine(engine_cls, config: EngineConfig):
         backend = "triton" if device.type == "cuda" else "torch"
     runner = ModelRunner(model, Sampler(eos), device, dtype, config.block_size, backend)
     num_blocks = _num_kv_blocks(config, runner)
+    capture_graphs = device.type == "cuda" and backend == "triton" and not config.enforce_eager
+    return assemble_engine(engine_cls, config, tokenizer, runner, runner, num_blocks, eos,
+                           model_dir, capture_graphs)
+
+
+def assemble_engine(engine_cls, config: EngineConfig, tokenizer, executor, runner,
+                    num_blocks: int, eos: set[int], model_dir: str,
+                    capture_graphs: bool = False):
+    """KV pool, scheduler and engine around ``executor``; ``runner`` is this process's
+    ModelRunner (its own stage when the model spans processes), ``num_blocks`` the pool
+    size every rank agreed on."""
     runner.allocate_kv_cache(num_blocks)
     capacity = num_blocks * config.block_size
     if capacity < config.max_model_len:
@@ -93,11 +110,13 @@ def build_engine(engine_cls, config: EngineConfig):
         config.max_model_len = capacity
     log.info("KV cache: %d blocks of %d tokens = %d tokens (%.2f GiB)", num_blocks,
              config.block_size, capacity, num_blocks * runner.kv_bytes_per_block() / 2**30)
+    if capture_graphs:
+        runner.capture_decode_graphs(config.max_num_seqs, config.max_model_len)
     kv = KVCacheManager(num_blocks, config.block_size, config.enable_prefix_caching)
     scheduler = Scheduler(kv, config.max_num_batched_tokens, config.max_num_seqs,
                           config.scheduling_policy, config.timeslice_steps)
     name = config.model or "SmolLM2-135M-Instruct"
-    return engine_cls(config, tokenizer, runner, kv, scheduler, eos, name, model_dir)
+    return engine_cls(config, tokenizer, executor, kv, scheduler, eos, name, model_dir)
 
 
 def _resolve_max_model_len(config: EngineConfig, hf_config) -> int:

@@ -89,3 +89,14 @@ def test_duplicate_request_id_is_rejected(llm):
     with pytest.raises(ValueError, match="dup"):
         llm.engine.add_request("dup", "hi", SamplingParams(max_tokens=1))
     llm.engine.abort_request("dup")
+
+
+def test_dummy_weights_without_tokenizer(tmp_path, tiny_model_dir):
+    """Benchmarks run shapes with no checkpoint and no tokenizer: config.json alone."""
+    import shutil
+    shutil.copy(f"{tiny_model_dir}/config.json", tmp_path / "config.json")
+    llm = LLM(str(tmp_path), load_format="dummy", skip_tokenizer_init=True)
+    out = llm.generate([[5, 6, 7]], SamplingParams(max_tokens=3, ignore_eos=True))[0]
+    assert len(out.outputs[0].token_ids) == 3 and out.outputs[0].text == ""
+    with pytest.raises(ValueError, match="token ids"):
+        llm.generate("text needs a tokenizer", SamplingParams(max_tokens=1))

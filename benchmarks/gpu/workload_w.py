@@ -1,0 +1,231 @@
+"""Workload W of BENCHMARKS.md on one GPU, with the peer and the limit in the same run.
+
+Llama-3-8B shape, bf16, random weights; 256 requests with prompt lengths uniform in
+[128, 1024] (random.Random(0)), random token ids, exactly 256 output tokens, greedy.
+Measures our output/total tok/s; transformers generate() in static batches of 64 with
+left padding; the limit estimated from matmul and copy ceilings measured here; the host
+(CPU) share of a decode step at batch 256; and decode throughput against batch size and
+context length (PNG).
+
+    python benchmarks/gpu/workload_w.py --out DIR [--compare-hf]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from tests.gpu.shapes import LLAMA3_8B, write_config  # noqa: E402
+
+NUM_REQUESTS, LOW, HIGH, OUTPUT_LEN = 256, 128, 1024, 256
+KV_BYTES_PER_TOKEN = 32 * 2 * 8 * 128 * 2          # layers * (K,V) * kv heads * dim * bf16
+
+
+def measure_ceilings() -> dict:
+    from triton.testing import do_bench
+    n = 8192
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    ms = do_bench(lambda: a @ b, warmup=100, rep=500, return_mode="median")
+    tflops = 2 * n ** 3 / (ms * 1e-3) / 1e12
+    src = torch.randn(2**28, device="cuda", dtype=torch.float32)      # 1 GiB
+    dst = torch.empty_like(src)
+    ms = do_bench(lambda: dst.copy_(src), warmup=100, rep=500, return_mode="median")
+    copy_tb_s = 2 * src.numel() * 4 / (ms * 1e-3) / 1e12
+    del a, b, src, dst
+    torch.cuda.empty_cache()
+    return {"matmul_bf16_tflops": round(tflops, 1), "copy_tb_s": round(copy_tb_s, 3)}
+
+
+def workload() -> list[list[int]]:
+    rng = random.Random(0)
+    lengths = [rng.randint(LOW, HIGH) for _ in range(NUM_REQUESTS)]
+    return [[rng.randrange(1000, 128000) for _ in range(n)] for n in lengths]
+
+
+def limit_estimate(prompts, ceilings) -> dict:
+    cfg = LLAMA3_8B
+    h, ffn, layers = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"]
+    kv_dim = cfg["num_key_value_heads"] * 128
+    layer_params = h * (h + 2 * kv_dim) + h * h + 3 * h * ffn
+    head_params = cfg["vocab_size"] * h
+    prompt_tokens = sum(map(len, prompts))
+    attn_flops = sum(2 * 2 * layers * h * n * n / 2 for n in map(len, prompts))
+    prefill_flops = 2 * layers * layer_params * prompt_tokens + attn_flops
+    weight_bytes = 2 * (layers * layer_params + head_params)
+    kv_tokens = sum(n * OUTPUT_LEN + OUTPUT_LEN * (OUTPUT_LEN - 1) / 2 for n in map(len, prompts))
+    decode_bytes = weight_bytes * OUTPUT_LEN + kv_tokens * KV_BYTES_PER_TOKEN
+    # the copy ceiling counts read + write bytes; decode only reads
+    t = prefill_flops / (ceilings["matmul_bf16_tflops"] * 1e12) + \
+        decode_bytes / (ceilings["copy_tb_s"] * 1e12)
+    out_tokens = NUM_REQUESTS * OUTPUT_LEN
+    return {"limit_s": round(t, 3), "limit_output_tok_s": round(out_tokens / t),
+            "limit_total_tok_s": round((out_tokens + prompt_tokens) / t),
+            "prefill_flops": prefill_flops, "decode_bytes": decode_bytes}
+
+
+def run_ours(model_dir, prompts) -> tuple[dict, object]:
+    from kubellm.runtime import LLM, SamplingParams
+    t0 = time.perf_counter()
+    llm = LLM(model_dir, load_format="dummy", skip_tokenizer_init=True, max_model_len=4096,
+              max_num_seqs=256, max_num_batched_tokens=8192, gpu_memory_utilization=0.9)
+    startup = time.perf_counter() - t0
+    params = SamplingParams(temperature=0, max_tokens=OUTPUT_LEN, ignore_eos=True,
+                            detokenize=False)
+    llm.generate(prompts[:8], params.clone(max_tokens=8))          # warm-up
+    engine = llm.engine
+    engine.timings.update(schedule_s=0.0, execute_s=0.0, postprocess_s=0.0, steps=0)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    outs = llm.generate(prompts, params)
+    elapsed = time.perf_counter() - t0
+    n_out = sum(len(o.outputs[0].token_ids) for o in outs)
+    n_in = sum(map(len, prompts))
+    return {"elapsed_s": round(elapsed, 3), "output_tok_s": round(n_out / elapsed, 1),
+            "total_tok_s": round((n_in + n_out) / elapsed, 1), "output_tokens": n_out,
+            "input_tokens": n_in, "steps": engine.timings["steps"],
+            "startup_s": round(startup, 1), "num_kv_blocks": engine.kv.num_blocks,
+            "preemptions": engine.scheduler.num_preemptions}, llm
+
+
+def decode_rate(llm, batch: int, context: int, steps: int = 32) -> dict:
+    """Steady decode at ``batch`` sequences of ``context`` tokens: tok/s and host share."""
+    from kubellm.runtime import SamplingParams
+    engine = llm.engine
+    rng = random.Random(batch * 7 + context)
+    params = SamplingParams(temperature=0, max_tokens=steps + 4, ignore_eos=True,
+                            detokenize=False)
+    for i in range(batch):
+        engine.add_request(f"d{batch}-{context}-{i}",
+                           [rng.randrange(1000, 128000) for _ in range(context)], params)
+    # prefill until every sequence decodes
+    while engine.scheduler.waiting or any(r.num_computed_tokens < r.num_tokens - 1
+                                          for r in engine.scheduler.running):
+        engine.step()
+    runner = engine.executor
+    engine.timings.update(schedule_s=0.0, execute_s=0.0, postprocess_s=0.0, steps=0)
+    runner.host_time_s = 0.0
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        engine.step()
+    torch.cuda.synchronize()
+    wall = time.perf_counter() - t0
+    t = engine.timings
+    host = t["schedule_s"] + t["postprocess_s"] + runner.host_time_s
+    for i in range(batch):
+        engine.abort_request(f"d{batch}-{context}-{i}")
+    return {"batch": batch, "context": context, "decode_tok_s": round(batch * steps / wall, 1),
+            "step_ms": round(wall / steps * 1e3, 3),
+            "host_ms_per_step": round(host / steps * 1e3, 3),
+            "host_fraction": round(host / wall, 4),
+            "schedule_ms": round(t["schedule_s"] / steps * 1e3, 3),
+            "prepare_ms": round(runner.host_time_s / steps * 1e3, 3),
+            "postprocess_ms": round(t["postprocess_s"] / steps * 1e3, 3)}
+
+
+def run_hf(model_dir, prompts, batch_size=64) -> dict:
+    from transformers import AutoConfig, AutoModelForCausalLM
+    config = AutoConfig.from_pretrained(model_dir)
+    with torch.device("cuda"):
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16).eval()
+
+    def run(batch, new_tokens):
+        width = max(map(len, batch))
+        ids = torch.tensor([[0] * (width - len(p)) + p for p in batch], device="cuda")
+        mask = (torch.arange(width, device="cuda")[None, :] >=
+                torch.tensor([width - len(p) for p in batch], device="cuda")[:, None]).long()
+        with torch.inference_mode():
+            model.generate(input_ids=ids, attention_mask=mask, do_sample=False,
+                           max_new_tokens=new_tokens, min_new_tokens=new_tokens,
+                           pad_token_id=0)
+    run(prompts[:4], 4)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for i in range(0, len(prompts), batch_size):
+        run(prompts[i:i + batch_size], OUTPUT_LEN)
+    torch.cuda.synchronize()
+    elapsed = time.perf_counter() - t0
+    n_out = len(prompts) * OUTPUT_LEN
+    n_in = sum(map(len, prompts))
+    del model
+    torch.cuda.empty_cache()
+    return {"hf_generate_elapsed_s": round(elapsed, 3),
+            "hf_generate_output_tok_s": round(n_out / elapsed, 1),
+            "hf_generate_total_tok_s": round((n_in + n_out) / elapsed, 1)}
+
+
+def plot(sweep, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for context in sorted({r["context"] for r in sweep}):
+        rows = [r for r in sweep if r["context"] == context]
+        if len(rows) > 1:
+            axes[0].plot([r["batch"] for r in rows], [r["decode_tok_s"] for r in rows], "o-",
+                         label=f"context {context}")
+    axes[0].set(xlabel="batch size (sequences decoding)", ylabel="decode tok/s",
+                xscale="log", title="Llama-3-8B shape, H200, bf16")
+    axes[0].legend()
+    for batch in sorted({r["batch"] for r in sweep}):
+        rows = [r for r in sweep if r["batch"] == batch]
+        if len(rows) > 1:
+            axes[1].plot([r["context"] for r in rows], [r["decode_tok_s"] for r in rows], "o-",
+                         label=f"batch {batch}")
+    axes[1].set(xlabel="context length (tokens)", ylabel="decode tok/s", xscale="log")
+    axes[1].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--compare-hf", action="store_true")
+    ap.add_argument("--skip-sweep", action="store_true")
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__}
+    result["ceilings"] = measure_ceilings()
+    print("ceilings:", result["ceilings"], flush=True)
+    prompts = workload()
+    result["limit"] = limit_estimate(prompts, result["ceilings"])
+    model_dir = write_config(LLAMA3_8B, Path(tempfile.mkdtemp()) / "llama3-8b")
+    ours, llm = run_ours(model_dir, prompts)
+    result["kubellm"] = ours
+    result["fraction_of_limit"] = round(ours["output_tok_s"] /
+                                        result["limit"]["limit_output_tok_s"], 3)
+    print("kubellm W:", ours, "fraction of limit:", result["fraction_of_limit"], flush=True)
+    result["decode_batch256"] = decode_rate(llm, 256, 512)
+    print("decode @256:", result["decode_batch256"], flush=True)
+    if not args.skip_sweep:
+        sweep = [decode_rate(llm, b, 512, steps=16) for b in (1, 8, 32, 64, 128, 256)]
+        sweep += [decode_rate(llm, 64, c, steps=16) for c in (2048, 8192)]
+        result["sweep"] = sweep
+        plot(sweep, out / "throughput_vs_batch_context.png")
+    del llm
+    torch.cuda.empty_cache()
+    if args.compare_hf:
+        result["hf"] = run_hf(model_dir, prompts)
+        result["speedup_vs_hf_generate"] = round(
+            ours["output_tok_s"] / result["hf"]["hf_generate_output_tok_s"], 2)
+        print("hf:", result["hf"], flush=True)
+    (out / "workload_w.json").write_text(json.dumps(result, indent=1))
+    print(json.dumps({k: result[k] for k in ("kubellm", "fraction_of_limit", "limit")
+                      if k in result}))
+    print("speedup vs hf generate:", result.get("speedup_vs_hf_generate"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

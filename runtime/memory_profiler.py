@@ -1,0 +1,63 @@
+"""Sizing the KV-cache pool on CUDA from memory measured after a profiling forward pass
+at the largest step the scheduler can produce (``max_num_batched_tokens`` tokens and
+``max_num_seqs`` rows of logits)."""
+from __future__ import annotations
+
+import logging
+
+import torch
+
+from kubellm.runtime.attention.metadata import AttentionMetadata, set_metadata
+
+log = logging.getLogger(__name__)
+
+# kept free for CUDA-graph pools, the sampler's temporaries and allocator fragmentation
+_HEADROOM_BYTES = 512 * 2**20
+
+
+@torch.inference_mode()
+def cuda_kv_budget_bytes(runner, config) -> int:
+    device = runner.device
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats(device)
+    num_tokens = config.max_num_batched_tokens
+    seq_len = min(num_tokens, config.max_model_len)
+    num_seqs = -(-num_tokens // seq_len)
+    blocks_per_seq = -(-seq_len // runner.block_size)
+    runner.allocate_kv_cache(num_seqs * blocks_per_seq + 1)
+    query_lens = [seq_len] * (num_seqs - 1) + [num_tokens - seq_len * (num_seqs - 1)]
+    cu = [0]
+    for q in query_lens:
+        cu.append(cu[-1] + q)
+    tables = torch.arange(num_seqs * blocks_per_seq, dtype=torch.int32,
+                          device=device).view(num_seqs, blocks_per_seq)
+    meta = AttentionMetadata(
+        slot_mapping=torch.full((num_tokens,), -1, dtype=torch.int64, device=device),
+        block_tables=tables, seq_lens=torch.tensor(query_lens, dtype=torch.int32, device=device),
+        cu_seqlens_q=torch.tensor(cu, dtype=torch.int32, device=device),
+        max_seqlen_q=max(query_lens), max_seqlen_k=max(query_lens),
+        seq_lens_cpu=query_lens, query_lens_cpu=query_lens, is_decode_only=False)
+    token_ids = torch.randint(0, runner.vocab_size, (num_tokens,), device=device)
+    positions = torch.cat([torch.arange(q, device=device) for q in query_lens])
+    set_metadata(meta)
+    try:
+        hidden, _ = runner.model(token_ids, positions)
+    finally:
+        set_metadata(None)
+    rows = min(config.max_num_seqs, num_tokens)
+    logits = runner.model.compute_logits(hidden[:rows]).float()
+    torch.softmax(logits, dim=-1)      # the sampler's largest temporary
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated(device)
+    del hidden, logits
+    for layer in runner.attn_layers:
+        layer.k_cache = layer.v_cache = None
+    torch.cuda.empty_cache()
+    free, total = torch.cuda.mem_get_info(device)
+    # memory held outside PyTorch's allocator (CUDA context, cuBLAS workspaces, NCCL)
+    non_torch = total - free - torch.cuda.memory_reserved(device)
+    budget = int(total * config.gpu_memory_utilization) - peak - non_torch - _HEADROOM_BYTES
+    log.info("memory profile: total %.1f GiB, peak activations+weights %.1f GiB, "
+             "non-torch %.1f GiB -> KV budget %.1f GiB", total / 2**30, peak / 2**30,
+             non_torch / 2**30, budget / 2**30)
+    return max(budget, 0)

@@ -1,0 +1,28 @@
+"""Real model shapes for GPU tests and benchmarks, written as config-only checkpoints
+(random weights: no weights can be downloaded on the GPU machine)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+LLAMA3_8B = dict(
+    architectures=["LlamaForCausalLM"], model_type="llama", vocab_size=128256,
+    hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
+    num_key_value_heads=8, max_position_embeddings=131072, rms_norm_eps=1e-5,
+    rope_theta=500000.0, tie_word_embeddings=False, bos_token_id=128000,
+    eos_token_id=128001, torch_dtype="bfloat16",
+    rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                  "high_freq_factor": 4.0, "original_max_position_embeddings": 8192})
+
+QWEN3_8B = dict(
+    architectures=["Qwen3ForCausalLM"], model_type="qwen3", vocab_size=151936,
+    hidden_size=4096, intermediate_size=12288, num_hidden_layers=36, num_attention_heads=32,
+    num_key_value_heads=8, head_dim=128, max_position_embeddings=40960, rms_norm_eps=1e-6,
+    rope_theta=1000000.0, tie_word_embeddings=False, bos_token_id=151643,
+    eos_token_id=151645, torch_dtype="bfloat16")
+
+
+def write_config(shape: dict, out: Path, **overrides) -> str:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps({**shape, **overrides}, indent=1))
+    return str(out)

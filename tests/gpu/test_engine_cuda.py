@@ -1,0 +1,101 @@
+"""The engine on a CUDA GPU in bf16 (run on the H200 by benchmarks/gpu/run_all.sh).
+
+Correctness rule (bf16 makes exact equality too strict): up to the first divergence,
+each generated token lies within the other side's top-5 logprobs."""
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from tests.gpu.shapes import LLAMA3_8B, QWEN3_8B, write_config
+
+pytestmark = pytest.mark.gpu
+if not torch.cuda.is_available():
+    pytest.skip("needs a CUDA GPU", allow_module_level=True)
+
+MAX_TOKENS = 16
+
+
+def _random_checkpoint(shape, tmp_path, layers=4):
+    """A real safetensors checkpoint (HF's own init, std 0.02 -> spread logits) of the
+    shape with fewer layers, so both engines load identical bf16 weights."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+    path = write_config(shape, tmp_path / "cfg", num_hidden_layers=layers,
+                        initializer_range=0.05)
+    config = AutoConfig.from_pretrained(path)
+    torch.manual_seed(0)
+    with torch.device("cuda"):
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+    model.save_pretrained(tmp_path / "ckpt")
+    return str(tmp_path / "ckpt"), model.eval()
+
+
+def _top5_agree(ours, ours_lp, ref, ref_scores) -> str | None:
+    for t, (a, b) in enumerate(zip(ours, ref)):
+        ref_top = set(torch.topk(ref_scores[t], 5).indices.tolist())
+        if a not in ref_top:
+            return f"step {t}: our token {a} not in transformers' top-5 {ref_top}"
+        if b not in ours_lp[t]:
+            return f"step {t}: transformers' token {b} not in our top-5 {set(ours_lp[t])}"
+        if a != b:
+            return None     # first divergence, both within the other's top-5: stop here
+    return None
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    """One checkpoint (and its transformers model) per shape, shared by the tests."""
+    made = {}
+
+    def get(name):
+        if name not in made:
+            shape = {"llama3": LLAMA3_8B, "qwen3": QWEN3_8B}[name]
+            made[name] = _random_checkpoint(shape, tmp_path_factory.mktemp(name))
+        return made[name]
+    return get
+
+
+@pytest.mark.parametrize("shape", ["llama3", "qwen3"])
+@pytest.mark.parametrize("enforce_eager", [False, True], ids=["graphs", "eager"])
+def test_bf16_top5_agreement_with_transformers(shape, enforce_eager, checkpoints):
+    from kubellm.runtime import LLM, SamplingParams
+    path, hf = checkpoints(shape)
+    rng = random.Random(0)
+    prompts = [[rng.randrange(1000, 100000) for _ in range(rng.randint(5, 300))]
+               for _ in range(12)]
+    llm = LLM(path, skip_tokenizer_init=True, max_model_len=2048, max_num_seqs=16,
+              enforce_eager=enforce_eager, gpu_memory_utilization=0.5)
+    assert llm.engine.executor.backend_name == "triton"
+    assert llm.engine.executor.dtype == torch.bfloat16
+    outs = llm.generate(prompts, SamplingParams(temperature=0, max_tokens=MAX_TOKENS,
+                                                ignore_eos=True, logprobs=5))
+    failures = []
+    for p, o in zip(prompts, outs):
+        gen = hf.generate(torch.tensor([p], device="cuda"), do_sample=False,
+                          max_new_tokens=MAX_TOKENS, min_new_tokens=MAX_TOKENS,
+                          output_scores=True, return_dict_in_generate=True, pad_token_id=0)
+        ref = gen.sequences[0, len(p):].tolist()
+        scores = [s[0].float() for s in gen.scores]
+        msg = _top5_agree(o.outputs[0].token_ids, o.outputs[0].logprobs, ref, scores)
+        if msg:
+            failures.append(msg)
+    del llm
+    torch.cuda.empty_cache()
+    assert not failures, failures
+
+
+def test_32k_prompt_runs_through_chunked_prefill_beside_short_requests(tmp_path):
+    from kubellm.runtime import LLM, SamplingParams
+    path = write_config(LLAMA3_8B, tmp_path / "w")
+    llm = LLM(path, load_format="dummy", skip_tokenizer_init=True, max_model_len=32768,
+              max_num_batched_tokens=8192)
+    rng = random.Random(1)
+    long_prompt = [rng.randrange(1000, 100000) for _ in range(32000)]
+    short = [[rng.randrange(1000, 100000) for _ in range(64)] for _ in range(8)]
+    params = SamplingParams(temperature=0, max_tokens=32, ignore_eos=True)
+    outs = llm.generate([long_prompt] + short, params)
+    assert all(len(o.outputs[0].token_ids) == 32 for o in outs)
+    kv = llm.engine.kv
+    assert kv.num_free_blocks == kv.num_blocks
