@@ -24,6 +24,8 @@ FAMILIES = {
     "qwen2": ("Qwen2Config", dict(tie_word_embeddings=True, use_sliding_window=False)),
     "qwen3": ("Qwen3Config", dict(tie_word_embeddings=True, head_dim=32,
                                   use_sliding_window=False)),
+    # enough layers to split unevenly across pipeline stages
+    "llama-4layers": ("LlamaConfig", dict(tie_word_embeddings=False, num_hidden_layers=4)),
 }
 
 
