@@ -91,7 +91,7 @@ def _attend_key_tiles(
     return acc, m_i, l_i
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["num_seqs"])  # one binary for every batch size
 def _paged_attention_kernel(
     q_ptr,            # [T, Hq, D]
     k_cache_ptr,      # [num_blocks, BLOCK_SIZE, Hkv, D]
@@ -223,11 +223,12 @@ def _merge_splits_kernel(
 
 
 def _autotuned(kernel):
-    # A few tile/pipeline shapes; tuned once per (head dim, rows, group, splits, dtype).
+    # Tile/pipeline shapes that won somewhere in H200 runs (decode: 64/4/2; prefill: 32/4/2
+    # or 64/4/3). Tuned once per (head dim, tile rows, group, dtype): the split count is
+    # left out of the key so that capturing graphs for many batch sizes does not retune.
     configs = [triton.Config({"BLOCK_N": n}, num_warps=w, num_stages=s)
-               for n, w, s in ((32, 4, 2), (64, 4, 2), (64, 4, 3), (64, 8, 2), (64, 8, 3),
-                               (128, 8, 2))]
-    return triton.autotune(configs=configs, key=["HEAD_DIM", "BLOCK_M", "GROUP", "NUM_SPLITS"])(kernel)
+               for n, w, s in ((32, 4, 2), (64, 4, 2), (64, 4, 3), (64, 8, 3), (128, 8, 2))]
+    return triton.autotune(configs=configs, key=["HEAD_DIM", "BLOCK_M", "GROUP"])(kernel)
 
 
 _paged_attention_kernel_tuned = _autotuned(_paged_attention_kernel)
@@ -295,11 +296,13 @@ def paged_attention(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q,
 
     block_tables [B, max_blocks] int32, seq_lens [B] int32 (context incl. the new tokens),
     cu_seqlens_q [B+1] int32 (query start offsets), max_seqlen_q (host int: picks tile
-    sizes and the split heuristic without a device sync). `q` and `out` may be strided
+    sizes and the split heuristic without a device sync; results are correct for any
+    value >= 1). `q` and `out` may be strided
     views (last dim contiguous). `num_kv_splits` forces the split-KV path (tests); None
     lets `choose_num_kv_splits` decide. Rows of `out` for tokens past cu_seqlens_q[-1]
     hold unspecified values. On CUDA the first call for each (head dim, tile, group, splits)
-    autotunes: run it once eagerly before capturing a CUDA graph.
+    autotunes and each new split count compiles: run every batch size once eagerly
+    before capturing it in a CUDA graph.
     """
     _check_inputs(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q, max_seqlen_q,
                   scale, out)

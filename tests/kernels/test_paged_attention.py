@@ -56,6 +56,12 @@ def test_mixed_prefill_decode_batch(dtype):
     check_against_ref(make_batch(**MIXED, dtype=dtype))
 
 
+@pytest.mark.parametrize("max_seqlen_q", [1, 64])
+def test_max_seqlen_q_only_picks_tiles(max_seqlen_q):
+    # Decode-sized tiles over a batch with prefills, and oversized ones: both correct.
+    check_against_ref({**make_batch(**MIXED), "max_seqlen_q": max_seqlen_q})
+
+
 @pytest.mark.parametrize("num_heads,num_kv_heads", [(2, 2), (4, 1), (6, 2)])
 def test_gqa_group_sizes(num_heads, num_kv_heads):
     check_against_ref(make_batch(**MIXED, num_heads=num_heads, num_kv_heads=num_kv_heads))
