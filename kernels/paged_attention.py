@@ -251,8 +251,8 @@ def choose_num_kv_splits(num_seqs: int, num_kv_heads: int, max_seqlen_q: int,
     it; short sequences leave the extra splits empty and those programs exit at once."""
     if max_seqlen_q != 1 or device.type != "cuda":
         return 1
-    per_split = max(1, 2 * _sm_count(device) // (num_seqs * num_kv_heads))
-    return min(_MAX_SPLITS, 1 << (per_split.bit_length() - 1))
+    wanted = max(1, 2 * _sm_count(device) // max(1, num_seqs * num_kv_heads))
+    return min(_MAX_SPLITS, 1 << (wanted.bit_length() - 1))
 
 
 def _rows_per_program(max_seqlen_q: int, group: int) -> tuple:

@@ -127,6 +127,7 @@ def test_split_heuristic_only_for_small_decode_batches(monkeypatch):
     assert choose_num_kv_splits(16, 8, 1, gpu) == 2
     assert choose_num_kv_splits(32, 8, 1, gpu) == 1     # 256 programs: about 2 per SM
     assert choose_num_kv_splits(256, 8, 1, gpu) == 1
+    assert choose_num_kv_splits(0, 8, 1, gpu) == 32     # empty batch: no division by zero
     assert choose_num_kv_splits(1, 8, 16, gpu) == 1     # prefill: never split
     assert choose_num_kv_splits(1, 8, 1, torch.device("cpu")) == 1
 
