@@ -20,6 +20,7 @@ Tolerances against ``paged_attention_ref`` are ``TOLERANCES`` (atol, rtol): fp32
 product, as in every flash-attention kernel, and the output is rounded once more.
 """
 import math
+import numbers
 
 import torch
 import triton
@@ -281,9 +282,10 @@ def _check_inputs(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q, max
     check_shape("seq_lens", seq_lens, (num_seqs,))
     check_tensor("cu_seqlens_q", cu_seqlens_q, 1, (torch.int32,), device)
     check_shape("cu_seqlens_q", cu_seqlens_q, (num_seqs + 1,))
-    if not isinstance(max_seqlen_q, int) or max_seqlen_q < 1:
+    # Host numbers only (numpy scalars are fine): a tensor here would cost a device sync.
+    if not isinstance(max_seqlen_q, numbers.Integral) or max_seqlen_q < 1:
         raise ValueError(f"max_seqlen_q must be a positive int, got {max_seqlen_q!r}")
-    if not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
+    if not isinstance(scale, numbers.Real) or not math.isfinite(scale) or scale <= 0:
         raise ValueError(f"scale must be a positive finite float, got {scale!r}")
     if out is not None:
         check_tensor("out", out, 3, (q.dtype,), device)
@@ -312,6 +314,7 @@ def paged_attention(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q,
     group = num_heads // num_kv_heads
     if out is None:
         out = torch.empty_like(q, memory_format=torch.contiguous_format)
+    max_seqlen_q = int(max_seqlen_q)
     if num_kv_splits is None:
         num_kv_splits = choose_num_kv_splits(num_seqs, num_kv_heads, max_seqlen_q, q.device)
     if not isinstance(num_kv_splits, int) or num_kv_splits < 1:
@@ -340,7 +343,7 @@ def paged_attention(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q,
         kwargs["BLOCK_N"] = 16  # the autotuner's choice on CUDA; small keeps CPU tests fast
     kernel[grid](
         q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q, out, part_out, part_lse,
-        num_seqs, scale * _LOG2E,
+        num_seqs, float(scale) * _LOG2E,
         q.stride(0), q.stride(1),
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         block_tables.stride(0),

@@ -112,6 +112,8 @@ def test_bad_inputs_are_named():
         paged_attention(**{**batch, "cu_seqlens_q": batch["cu_seqlens_q"][:-1]})
     with pytest.raises(ValueError, match="max_seqlen_q"):
         paged_attention(**{**batch, "max_seqlen_q": 0})
+    with pytest.raises(ValueError, match="max_seqlen_q"):  # would need a device sync
+        paged_attention(**{**batch, "max_seqlen_q": torch.tensor(20)})
     with pytest.raises(ValueError, match="contiguous"):
         paged_attention(**{**batch, "v_cache": batch["v_cache"].transpose(0, 1)})
     odd = make_batch(**MIXED, head_dim=24)
