@@ -6,11 +6,13 @@ adds those stamps and declares the resources kubellm's operator uses.
 """
 from __future__ import annotations
 
+import asyncio
 import datetime
 import itertools
 import uuid
 from typing import Any
 
+import aiohttp.web
 import attrs
 import kmock
 from kmock._internal import enums
@@ -35,6 +37,22 @@ class StampingEmulator(kmock.KubernetesEmulator):
     _versions: Any = attrs.field(factory=lambda: itertools.count(1), init=False)
     creations: list[tuple[str, str, str]] = attrs.field(factory=list, init=False)
     kubeconfig: Any = attrs.field(default=None, init=False)  # set by the fixture
+
+    async def __call__(self, raw_request: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
+        # kmock cannot parse the cluster-scoped /api/v1/namespaces, which Kopf lists and
+        # watches when it serves a list of namespaces: serve the namespaces in use here.
+        if raw_request.path.rstrip("/") != "/api/v1/namespaces":
+            return await super().__call__(raw_request)
+        if raw_request.query.get("watch") not in ("true", "1"):
+            names = sorted({ns for _, ns, _ in list(self.objects) if ns})
+            return aiohttp.web.json_response({
+                "apiVersion": "v1", "kind": "NamespaceList", "metadata": {"resourceVersion": "1"},
+                "items": [{"apiVersion": "v1", "kind": "Namespace",
+                           "metadata": {"name": name}} for name in names]})
+        response = aiohttp.web.StreamResponse()
+        await response.prepare(raw_request)
+        await asyncio.sleep(float(raw_request.query.get("timeoutSeconds", 60)))  # no news
+        return response
 
     def declare_resources(self) -> None:
         for key, (kind, namespaced, subresources) in RESOURCES.items():

@@ -281,3 +281,37 @@ async def test_status_writes_spare_the_autoscalers_fields(cluster, operator):
     # (The real autoscaler, when installed, may rewrite ScalingActive itself.)
     assert condition(cluster, "chat", "ScalingActive")["status"] in ("True", "False")
     assert condition(cluster, "chat", "Ready")["status"] == "True"
+
+
+async def test_leader_worker_set_when_its_crd_is_served(cluster, tmp_path):
+    cluster.resources["leaderworkerset.x-k8s.io/v1/leaderworkersets"] = cluster.ResourceInfo(
+        kind="LeaderWorkerSet", namespaced=True, verbs={"list", "get", "create", "patch"})
+    proc = OperatorProcess(cluster.kubeconfig, tmp_path / "lws.log", [])
+    await proc.start()
+    try:
+        spec = {"model": {"source": {"huggingFace": "org/big"}},
+                "parallelism": {"tensor": 8, "pipeline": 2}, "replicas": 2}
+        await request(cluster, "POST", llmd_path(), manifest("big", spec))
+        lws = await wait_until(
+            lambda: live(cluster, "leaderworkerset.x-k8s.io/v1/leaderworkersets", NS, "big"),
+            what="LeaderWorkerSet", log=proc.log)
+    finally:
+        await proc.stop()
+    assert lws["spec"]["replicas"] == 2
+    assert lws["spec"]["leaderWorkerTemplate"]["size"] == 2
+    assert live(cluster, STATEFULSETS, NS, "big-g0") is None
+
+
+async def test_namespace_flag_restricts_the_operator(cluster, tmp_path):
+    proc = OperatorProcess(cluster.kubeconfig, tmp_path / "ns.log", ["--namespace", NS])
+    await proc.start()
+    try:
+        other = manifest("elsewhere", HF_SPEC)
+        other["metadata"]["namespace"] = "team-b"
+        await request(cluster, "POST", llmd_path().replace(NS, "team-b"), other)
+        await request(cluster, "POST", llmd_path(), manifest("chat", HF_SPEC))
+        await wait_deployment(cluster, proc, "chat")
+        await asyncio.sleep(1.5)  # a resync pass later, team-b is still untouched
+    finally:
+        await proc.stop()
+    assert live(cluster, DEPLOYMENTS, "team-b", "elsewhere") is None
