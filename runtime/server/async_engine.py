@@ -22,7 +22,7 @@ from kubellm.runtime.sampling_params import SamplingParams
 
 logger = logging.getLogger("kubellm.server")
 
-IDLE_WAKEUP_S = 0.5  # the idle loop still beats this often, so /health sees it alive
+IDLE_WAKEUP_S = 0.5  # an idle loop re-checks for stop() this often
 
 
 class EngineStepError(RuntimeError):
@@ -64,7 +64,6 @@ class AsyncLLMEngine:
         self.engine = engine
         self.hooks = hooks or EngineHooks()
         self.stats = None                       # last engine.get_stats(), set by the thread
-        self.last_beat = time.monotonic()
         self._commands: collections.deque = collections.deque()
         self._wakeup = threading.Event()
         self._streams: dict[str, RequestStream] = {}  # event loop side
@@ -90,10 +89,6 @@ class AsyncLLMEngine:
     @property
     def is_alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive() and not self._stopping
-
-    @property
-    def num_in_flight(self) -> int:
-        return len(self._streams)
 
     @property
     def num_waiting(self) -> int:
@@ -122,11 +117,7 @@ class AsyncLLMEngine:
             raise
         finally:
             self._num_in_transit -= 1
-        stream.is_admitted = True
         return stream
-
-    def abort(self, request_id: str) -> None:
-        self._send(_Abort(request_id))
 
     def abort_all(self) -> None:
         for request_id in list(self._streams):
@@ -158,7 +149,6 @@ class AsyncLLMEngine:
     # ---- engine thread ----
     def _run(self) -> None:
         while not self._stopping:
-            self.last_beat = time.monotonic()
             self._apply_commands()
             if not self._live:
                 self._publish_stats()
@@ -228,7 +218,6 @@ class RequestStream:
         self.request_id = request_id
         self.queue: asyncio.Queue = asyncio.Queue()
         self.times = RequestTimes(arrival=time.monotonic())
-        self.is_admitted = False
         self.finished = False
         self._closed = False
 
