@@ -11,7 +11,7 @@ from typing import Any
 from kubellm.operator import rendezvous as rdv
 from kubellm.operator.builders.meta import (GROUP_LABEL, ROLE_LABEL, child_metadata,
                                             selector_labels)
-from kubellm.operator.builders.pod import pod_spec
+from kubellm.operator.builders.pod import Probes, pod_spec
 
 LWS_API_VERSION = "leaderworkerset.x-k8s.io/v1"
 RENDEZVOUS_PORT = {"name": "rendezvous", "containerPort": rdv.DEFAULT_MASTER_PORT,
@@ -73,7 +73,8 @@ def build_group_statefulset(cr: dict[str, Any], spec: dict[str, Any], image: str
                 "metadata": {"labels": labels},
                 "spec": pod_spec(spec, name, image=image,
                                  num_gpus=spec["parallelism"]["tensor"], extra_env=env,
-                                 extra_ports=[RENDEZVOUS_PORT]),
+                                 extra_ports=[RENDEZVOUS_PORT],
+                                 probe_kind=Probes.RANK_ZERO_HTTP),
             },
         },
     }
@@ -86,10 +87,10 @@ def build_leader_worker_set(cr: dict[str, Any], spec: dict[str, Any],
     # LWS injects LWS_LEADER_ADDRESS into every pod of a group, ahead of our env.
     env = rendezvous_env(spec, "$(LWS_LEADER_ADDRESS)", rdv.LWS_WORKER_INDEX_LABEL)
 
-    def template(role: str, with_http: bool) -> dict[str, Any]:
+    def template(role: str, probe_kind: str) -> dict[str, Any]:
         return {"metadata": {"labels": {**selector_labels(name), ROLE_LABEL: role}},
                 "spec": pod_spec(spec, name, image=image, num_gpus=tensor, extra_env=env,
-                                 extra_ports=[RENDEZVOUS_PORT], with_http=with_http)}
+                                 extra_ports=[RENDEZVOUS_PORT], probe_kind=probe_kind)}
 
     return {
         "apiVersion": LWS_API_VERSION, "kind": "LeaderWorkerSet",
@@ -101,8 +102,8 @@ def build_leader_worker_set(cr: dict[str, Any], spec: dict[str, Any],
                 "size": spec["parallelism"]["pipeline"],
                 # A lost rank breaks the whole NCCL group: restart the group together.
                 "restartPolicy": "RecreateGroupOnPodRestart",
-                "leaderTemplate": template("leader", with_http=True),
-                "workerTemplate": template("worker", with_http=False),
+                "leaderTemplate": template("leader", Probes.HTTP),
+                "workerTemplate": template("worker", Probes.NONE),
             },
         },
     }

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubellm.operator.rendezvous import NODE_RANK
+
 HTTP_PORT = 8000  # the runtime's default --port; the Service maps spec.service.port to it
 HTTP_PORT_NAME = "http"
 RUNTIME_UID = 1000  # the image's non-root user (Dockerfile)
@@ -87,17 +89,39 @@ def runtime_env(spec: dict[str, Any], extra: list[dict[str, Any]]) -> list[dict[
     return env + extra + list(spec.get("env", []))
 
 
-def probes(with_http: bool) -> dict[str, Any]:
-    if not with_http:
+class Probes:
+    """Which health checks a pod template gets."""
+    HTTP = "http"  # every pod serves HTTP (Deployment pods, LWS leaders)
+    NONE = "none"  # no pod serves HTTP (LWS workers)
+    # One template for every rank (StatefulSet groups): only rank 0 serves HTTP, so the
+    # check asks /ready and /health on rank 0 and passes on the other ranks.
+    RANK_ZERO_HTTP = "rank-zero-http"
+
+
+_RANK_ZERO_CHECK = (
+    "import os, sys, urllib.request\n"
+    "if os.environ.get('{rank}', '0') != '0': sys.exit(0)\n"
+    "urllib.request.urlopen('http://127.0.0.1:{port}{{path}}', timeout=4)\n"
+)
+
+
+def _check(kind: str, path: str) -> dict[str, Any]:
+    if kind == Probes.HTTP:
+        return {"httpGet": {"path": path, "port": HTTP_PORT_NAME}}
+    script = _RANK_ZERO_CHECK.format(rank=NODE_RANK, port=HTTP_PORT).format(path=path)
+    return {"exec": {"command": ["python3", "-c", script]}}
+
+
+def probes(kind: str) -> dict[str, Any]:
+    if kind == Probes.NONE:
         return {}
-    http = {"port": HTTP_PORT_NAME}
     return {
         # Weight download + load can take many minutes: up to 60 min before liveness starts.
-        "startupProbe": {"httpGet": {"path": "/health", **http}, "periodSeconds": 10,
+        "startupProbe": {**_check(kind, "/health"), "periodSeconds": 10,
                          "failureThreshold": 360, "timeoutSeconds": 5},
-        "readinessProbe": {"httpGet": {"path": "/ready", **http}, "periodSeconds": 5,
+        "readinessProbe": {**_check(kind, "/ready"), "periodSeconds": 5,
                            "failureThreshold": 3, "timeoutSeconds": 5},
-        "livenessProbe": {"httpGet": {"path": "/health", **http}, "periodSeconds": 10,
+        "livenessProbe": {**_check(kind, "/health"), "periodSeconds": 10,
                           "failureThreshold": 6, "timeoutSeconds": 5},
     }
 
@@ -120,7 +144,7 @@ POD_SECURITY = {"runAsNonRoot": True, "runAsUser": RUNTIME_UID, "runAsGroup": RU
 
 def container(spec: dict[str, Any], name: str, *, num_gpus: int, image: str,
               extra_env: list[dict[str, Any]], extra_ports: list[dict[str, Any]],
-              with_http: bool) -> dict[str, Any]:
+              probe_kind: str) -> dict[str, Any]:
     mounts = [{"name": "dshm", "mountPath": "/dev/shm"},
               {"name": "cache", "mountPath": CACHE_MOUNT},
               {"name": "tmp", "mountPath": "/tmp"}]
@@ -136,7 +160,7 @@ def container(spec: dict[str, Any], name: str, *, num_gpus: int, image: str,
          "securityContext": CONTAINER_SECURITY,
          "lifecycle": {"preStop": {"exec": {
              "command": ["sleep", str(PRESTOP_SLEEP_SECONDS)]}}},
-         **probes(with_http)}
+         **probes(probe_kind)}
     if "imagePullPolicy" in spec:
         c["imagePullPolicy"] = spec["imagePullPolicy"]
     return c
@@ -156,13 +180,13 @@ def volumes(spec: dict[str, Any]) -> list[dict[str, Any]]:
 def pod_spec(spec: dict[str, Any], name: str, *, num_gpus: int, image: str,
              extra_env: list[dict[str, Any]] | None = None,
              extra_ports: list[dict[str, Any]] | None = None,
-             with_http: bool = True, subdomain: str | None = None) -> dict[str, Any]:
+             probe_kind: str = Probes.HTTP) -> dict[str, Any]:
     grace = (PRESTOP_SLEEP_SECONDS + spec["engine"]["shutdownTimeoutSeconds"]
              + GRACE_MARGIN_SECONDS)
     pod: dict[str, Any] = {
         "containers": [container(spec, name, num_gpus=num_gpus, image=image,
                                  extra_env=extra_env or [], extra_ports=extra_ports or [],
-                                 with_http=with_http)],
+                                 probe_kind=probe_kind)],
         "volumes": volumes(spec),
         "securityContext": POD_SECURITY,
         "terminationGracePeriodSeconds": grace,
@@ -171,6 +195,4 @@ def pod_spec(spec: dict[str, Any], name: str, *, num_gpus: int, image: str,
     for key in ("nodeSelector", "tolerations", "affinity"):
         if spec.get(key):
             pod[key] = spec[key]
-    if subdomain:
-        pod["subdomain"] = subdomain
     return pod

@@ -1,6 +1,7 @@
 """Pure builders: spec -> manifests, checked without any cluster."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import kubernetes_validate
@@ -233,3 +234,46 @@ def test_the_runtime_cli_accepts_every_flag_the_operator_writes():
     assert (args.tensor_parallel_size, args.pipeline_parallel_size) == (2, 2)
     assert args.enable_prefix_caching is False and args.enforce_eager is True
     assert (args.max_queue, args.shutdown_timeout, args.max_model_len) == (10, 30, 4096)
+
+
+def _run_probe(command: list[str], port: int, rank: str) -> int:
+    import os
+    import subprocess
+
+    script = command[-1].replace(":8000/", f":{port}/")
+    env = {**os.environ, rdv.NODE_RANK: rank}
+    return subprocess.run([sys.executable, "-c", script], env=env, timeout=30).returncode
+
+
+def test_statefulset_probes_ask_http_only_on_rank_zero():
+    """One template serves every rank: the exec probe passes on ranks > 0 and asks the
+    HTTP server on rank 0 (here a real server on loopback answering 200, then 503)."""
+    import http.server
+    import threading
+
+    spec = {"model": HF, "parallelism": {"tensor": 8, "pipeline": 2}}
+    c = pod_of(children(spec)[("StatefulSet", "m-g0")])["containers"][0]
+    command = c["readinessProbe"]["exec"]["command"]
+    assert "/ready" in command[-1] and "/health" in c["livenessProbe"]["exec"]["command"][-1]
+
+    answer = {"code": 200}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's naming)
+            self.send_response(answer["code"] if self.path == "/ready" else 404)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        port = server.server_address[1]
+        assert _run_probe(command, port, "0") == 0
+        assert _run_probe(command, port, "1") == 0
+        answer["code"] = 503
+        assert _run_probe(command, port, "0") != 0
+        assert _run_probe(command, port, "1") == 0  # workers never serve HTTP
+    finally:
+        server.shutdown()
