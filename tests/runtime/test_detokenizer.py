@@ -1,10 +1,9 @@
-"""Incremental detokenization with SmolLM2's real byte-level BPE tokenizer (from the GGUF)."""
-import os
+"""Incremental detokenization with SmolLM2's real byte-level BPE tokenizer."""
 import random
 
 import pytest
 
-from kubellm.runtime.default_model import default_gguf_path
+from kubellm.runtime.default_model import default_model_path
 from kubellm.runtime.detokenizer import IncrementalDetokenizer
 from kubellm.runtime.sampling_params import SamplingParams
 
@@ -13,11 +12,11 @@ PROMPT = "The capital of France is"
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    """The default model's tokenizer read straight from the GGUF (no weight conversion)."""
+    """The default model's tokenizer, as the engine loads it: from the converted directory
+    in KUBELLM_CACHE (converted once per test session, shared with other tests)."""
     from transformers import AutoTokenizer
 
-    path = default_gguf_path()
-    return AutoTokenizer.from_pretrained(os.path.dirname(path), gguf_file=os.path.basename(path))
+    return AutoTokenizer.from_pretrained(default_model_path())
 
 
 def stream(tokenizer, output_ids, prompt_ids=None, **params):
