@@ -73,12 +73,12 @@ class Reconciler:
             for child in desired:
                 outcome = await apply.ensure_child(self.client, child)
                 if outcome != "unchanged":
-                    self.logger.info("%s %s/%s", outcome, child["kind"],
+                    self.logger.info("%s: %s %s/%s", _ref(cr), outcome, child["kind"],
                                      child["metadata"]["name"])
             pruned = await apply.prune_children(self.client, cr, desired,
                                                 await self.child_kinds())
             for kind, name in pruned:
-                self.logger.info("deleted %s/%s", kind, name)
+                self.logger.info("%s: deleted %s/%s", _ref(cr), kind, name)
         except ApiError as e:
             if e.status >= 500 or e.status in (409, 429):
                 raise  # transient: Kopf retries the handler with backoff
@@ -95,7 +95,7 @@ class Reconciler:
         await self._write_status(cr, mine)
 
     async def _degrade(self, cr: dict[str, Any], reason: str, message: str) -> None:
-        self.logger.warning("%s: %s", reason, message)
+        self.logger.warning("%s: %s: %s", _ref(cr), reason, message)
         before = await self._write_status(cr, status.degraded_status(cr, reason, message))
         previous = status.condition(before, "Degraded") or {}
         if previous.get("status") != "True" or previous.get("message") != message:
@@ -134,9 +134,15 @@ class Reconciler:
         async with self.lock(meta["namespace"], meta["name"]):
             for child in await apply.owned_children(self.client, cr, await self.child_kinds()):
                 if await self.client.delete(manifest_path(child)):
-                    self.logger.info("deleted %s/%s", child["kind"], child["metadata"]["name"])
+                    self.logger.info("%s: deleted %s/%s", _ref(cr), child["kind"],
+                                     child["metadata"]["name"])
         self._locks.pop((meta["namespace"], meta["name"]), None)
 
 
 def meta_name(cr: dict[str, Any]) -> str:
     return cr["metadata"]["name"]
+
+
+def _ref(cr: dict[str, Any]) -> str:
+    """How log lines name an LLMDeployment: llmd/<namespace>/<name>."""
+    return f"llmd/{cr['metadata']['namespace']}/{cr['metadata']['name']}"

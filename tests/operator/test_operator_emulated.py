@@ -256,7 +256,7 @@ async def test_liveness_endpoint_and_structured_logs(cluster, tmp_path):
     finally:
         await proc.stop()
     records = [json.loads(line) for line in proc.log().splitlines() if line.startswith("{")]
-    assert any(r.get("message") == "created Deployment/chat" for r in records), proc.log()
+    assert any(r.get("message") == f"llmd/{NS}/chat: created Deployment/chat" for r in records), proc.log()
 
 
 async def test_status_writes_spare_the_autoscalers_fields(cluster, operator):
