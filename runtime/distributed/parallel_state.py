@@ -6,6 +6,7 @@ these functions unconditionally.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -19,6 +20,7 @@ class ParallelState:
     pp_rank: int = 0
     tp_group: object = None
     pp_group: object = None
+    control_group: object = None  # gloo, CPU: per-step metadata from the driver
 
 
 _STATE = ParallelState()
@@ -54,3 +56,26 @@ def tp_all_gather_last_dim(x: torch.Tensor) -> torch.Tensor:
     parts = [torch.empty_like(x) for _ in range(_STATE.tp_size)]
     dist.all_gather(parts, x.contiguous(), group=_STATE.tp_group)
     return torch.cat(parts, dim=-1)
+
+
+def initialize(layout, init_method: str, backend: str, timeout_s: float) -> None:
+    """Join the world as ``layout.rank`` and build the groups every rank must create in
+    the same order: the CPU control group, then one TP group per pipeline stage."""
+    timeout = timedelta(seconds=timeout_s)
+    dist.init_process_group(backend, init_method=init_method, rank=layout.rank,
+                            world_size=layout.world_size, timeout=timeout)
+    control = dist.new_group(backend="gloo", timeout=timeout)
+    tp_group = None
+    if layout.tp_size > 1:
+        for stage in range(layout.pp_size):
+            group = dist.new_group(layout.tp_group_ranks(stage), timeout=timeout)
+            if stage == layout.pp_rank:
+                tp_group = group
+    set_state(ParallelState(layout.tp_size, layout.tp_rank, layout.pp_size, layout.pp_rank,
+                            tp_group=tp_group, control_group=control))
+
+
+def destroy() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    set_state(ParallelState())

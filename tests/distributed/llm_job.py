@@ -1,0 +1,37 @@
+"""One offline generation in its own process (a distributed engine owns its process: one
+process group per process, and a failing group ends the process).
+
+``python llm_job.py JOB.json RESULT.json``; the job holds ``model``, ``engine`` (LLM
+keyword arguments), ``prompts`` and ``params`` (one SamplingParams dict per prompt).
+The result holds each prompt's token ids, engine counters and, for a multi-process
+engine, what every rank holds.
+"""
+import json
+import sys
+
+from kubellm.runtime import LLM, SamplingParams
+
+
+def main(job_path: str, result_path: str) -> None:
+    with open(job_path) as fh:
+        job = json.load(fh)
+    llm = LLM(job["model"], **job["engine"])
+    params = [SamplingParams(**p) for p in job["params"]]
+    outputs = llm.generate(job["prompts"], params)
+    engine = llm.engine
+    executor = engine.executor
+    result = {
+        "token_ids": [o.outputs[0].token_ids for o in outputs],
+        "num_preemptions": engine.scheduler.num_preemptions,
+        "prefix_hits": engine.kv.prefix_hits,
+        "num_kv_blocks": engine.kv.num_blocks,
+        "ranks": executor.describe_ranks() if hasattr(executor, "describe_ranks") else None,
+    }
+    if hasattr(executor, "shutdown"):
+        executor.shutdown()
+    with open(result_path, "w") as fh:
+        json.dump(result, fh)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
