@@ -169,8 +169,11 @@ class LLMEngine:
             if group is None:
                 continue
             self._advance_text(seq, group, int(index))
-            touched[group_id] = group
-        return [self._make_output(g) for g in touched.values()]
+            if seq.is_finished or seq.params.output_kind == "cumulative":
+                touched[group_id] = group
+        return [self._make_output(g) for g in touched.values()
+                if g.sequences[0].params.output_kind == "cumulative"
+                or all(s.is_finished for s in g.sequences)]
 
     def _advance_text(self, seq: Request, group: _Group, index: int) -> None:
         token = seq.output_token_ids[-1]

@@ -42,7 +42,8 @@ class LLM:
         ids = []
         for i, (prompt, p) in enumerate(zip(prompts, params)):
             request_id = str(next(self._ids))
-            self.engine.add_request(request_id, prompt, p, priority[i] if priority else 0)
+            self.engine.add_request(request_id, prompt, p.clone(output_kind="final_only"),
+                                    priority[i] if priority else 0)
             ids.append(request_id)
         finished: dict[str, RequestOutput] = {}
         bar = tqdm(total=len(ids), desc="generate", disable=not use_tqdm)

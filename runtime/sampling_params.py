@@ -36,6 +36,9 @@ class SamplingParams:
     logprobs: int | None = None           # top-k logprobs per generated token
     skip_special_tokens: bool = True
     detokenize: bool = True               # False: token ids only (benchmarks, no tokenizer)
+    # "cumulative": an output every step (streaming); "final_only": only when finished,
+    # which spares offline runs the per-step output objects
+    output_kind: str = "cumulative"
 
     def __post_init__(self):
         if isinstance(self.stop, str):
@@ -79,6 +82,8 @@ class SamplingParams:
             _int_in("stop_token_ids", t, low=0)
         if self.logprobs is not None:
             _int_in("logprobs", self.logprobs, low=0, high=MAX_LOGPROBS)
+        if self.output_kind not in ("cumulative", "final_only"):
+            raise ParameterError("output_kind", "must be 'cumulative' or 'final_only'")
         if not isinstance(self.ignore_eos, bool):
             raise ParameterError("ignore_eos", "must be a boolean")
 

@@ -8,9 +8,12 @@ from pathlib import Path
 
 import pytest
 
-# Triton's interpreter must be chosen before any module imports triton (kernel tests run
-# on CPU tensors through it).
-os.environ.setdefault("TRITON_INTERPRET", "1")
+import torch  # noqa: E402  (torch does not import triton; transformers' models do)
+
+# Without a GPU, Triton kernels run on CPU tensors through its interpreter, which must be
+# chosen before the first `import triton` in the process (it is read at decoration time).
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 CACHE = Path(os.environ.get("KUBELLM_TEST_CACHE",
                             Path(__file__).resolve().parent.parent / ".cache" / "tests"))

@@ -75,7 +75,7 @@ def limit_estimate(prompts, ceilings) -> dict:
 def run_ours(model_dir, prompts) -> tuple[dict, object]:
     from kubellm.runtime import LLM, SamplingParams
     t0 = time.perf_counter()
-    llm = LLM(model_dir, load_format="dummy", skip_tokenizer_init=True, max_model_len=4096,
+    llm = LLM(model_dir, load_format="dummy", skip_tokenizer_init=True, max_model_len=10240,
               max_num_seqs=256, max_num_batched_tokens=8192, gpu_memory_utilization=0.9)
     startup = time.perf_counter() - t0
     params = SamplingParams(temperature=0, max_tokens=OUTPUT_LEN, ignore_eos=True,
@@ -208,11 +208,13 @@ def main() -> int:
     print("kubellm W:", ours, "fraction of limit:", result["fraction_of_limit"], flush=True)
     result["decode_batch256"] = decode_rate(llm, 256, 512)
     print("decode @256:", result["decode_batch256"], flush=True)
+    (out / "workload_w.json").write_text(json.dumps(result, indent=1))
     if not args.skip_sweep:
         sweep = [decode_rate(llm, b, 512, steps=16) for b in (1, 8, 32, 64, 128, 256)]
         sweep += [decode_rate(llm, 64, c, steps=16) for c in (2048, 8192)]
         result["sweep"] = sweep
         plot(sweep, out / "throughput_vs_batch_context.png")
+        (out / "workload_w.json").write_text(json.dumps(result, indent=1))
     del llm
     torch.cuda.empty_cache()
     if args.compare_hf:
