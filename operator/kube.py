@@ -63,6 +63,8 @@ def _ssl_context(info: Any) -> ssl.SSLContext | bool:
 
 
 def _temp_file(data: bytes) -> str:
+    # Owner-only (mkstemp's 0600); kept for the process's life, as the SSL context
+    # may reload it.
     f = tempfile.NamedTemporaryFile(prefix="kubellm-", delete=False)
     f.write(data)
     f.close()

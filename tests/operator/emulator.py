@@ -15,7 +15,6 @@ from typing import Any
 import aiohttp.web
 import attrs
 import kmock
-from kmock._internal import enums
 
 from kubellm.operator.crd import GROUP, KIND, PLURAL, VERSION
 
@@ -64,14 +63,14 @@ class StampingEmulator(kmock.KubernetesEmulator):
             self._json_patch_concurrency(request)
         if request.resource is not None and isinstance(request.data, dict):
             meta = request.data.setdefault("metadata", {})
-            if request.action == enums.action.CREATE:
+            if request.action == kmock.action.CREATE:
                 self.creations.append((request.resource.plural, request.namespace or "",
                                        meta.get("name", "")))
                 meta.setdefault("uid", str(uuid.uuid4()))
                 meta.setdefault("generation", 1)
                 meta.setdefault("creationTimestamp", datetime.datetime.now(
                     datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
-            elif request.action == enums.action.UPDATE and "spec" in request.data:
+            elif request.action == kmock.action.UPDATE and "spec" in request.data:
                 current = self._current(request)
                 if current is not None and current.get("spec") != request.data["spec"]:
                     meta["generation"] = current.get("metadata", {}).get("generation", 1) + 1
