@@ -36,6 +36,8 @@ class StampingEmulator(kmock.KubernetesEmulator):
     _versions: Any = attrs.field(factory=lambda: itertools.count(1), init=False)
     creations: list[tuple[str, str, str]] = attrs.field(factory=list, init=False)
     kubeconfig: Any = attrs.field(default=None, init=False)  # set by the fixture
+    # plural -> message: writes of that resource fail with 422, as an admission would.
+    rejections: dict[str, str] = attrs.field(factory=dict, init=False)
 
     async def __call__(self, raw_request: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
         # kmock cannot parse the cluster-scoped /api/v1/namespaces, which Kopf lists and
@@ -59,6 +61,10 @@ class StampingEmulator(kmock.KubernetesEmulator):
                 kind=kind, namespaced=namespaced, verbs=VERBS, subresources=subresources)
 
     async def _handle(self, request: kmock.Request) -> Any:
+        if request.resource is not None and request.resource.plural in self.rejections \
+                and request.action in (kmock.action.CREATE, kmock.action.UPDATE):
+            raise kmock.KubernetesError(status=422, reason="Invalid",
+                                        message=self.rejections[request.resource.plural])
         if request.resource is not None and isinstance(request.data, list):
             self._json_patch_concurrency(request)
         if request.resource is not None and isinstance(request.data, dict):

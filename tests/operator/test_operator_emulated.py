@@ -315,3 +315,17 @@ async def test_namespace_flag_restricts_the_operator(cluster, tmp_path):
     finally:
         await proc.stop()
     assert live(cluster, DEPLOYMENTS, "team-b", "elsewhere") is None
+
+
+async def test_a_child_the_api_rejects_is_degraded_then_recovers(cluster, operator):
+    rejection = 'Deployment.apps "chat" is invalid: spec.template.spec.nodeSelector: Invalid'
+    cluster.rejections["deployments"] = rejection
+    await request(cluster, "POST", llmd_path(), manifest("chat", HF_SPEC))
+    await wait_until(lambda: condition(cluster, "chat", "Degraded").get("reason")
+                     == "ApplyFailed", what="Degraded ApplyFailed", log=operator.log)
+    assert rejection in condition(cluster, "chat", "Degraded")["message"]
+    assert operator.process.returncode is None  # no crash loop
+    del cluster.rejections["deployments"]
+    await wait_deployment(cluster, operator, "chat")  # the next resync pass succeeds
+    await wait_until(lambda: condition(cluster, "chat", "Degraded").get("status") == "False",
+                     what="Degraded False", log=operator.log)
