@@ -71,8 +71,9 @@ def namespace():
 
 def start_operator(ns: str, log: Path) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "kubellm.operator", "--namespace", ns, "--resync-seconds", "2",
-         "--liveness-port", "0", "--log-format", "plain", "--default-image", "kubellm:test"],
+        [sys.executable, "-m", "kubellm.cli", "operator", "--namespace", ns,
+         "--resync-seconds", "2", "--liveness-port", "0", "--log-format", "plain",
+         "--default-image", "kubellm:test"],
         stdout=log.open("a"), stderr=subprocess.STDOUT)
 
 

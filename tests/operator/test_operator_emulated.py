@@ -1,6 +1,6 @@
 """The operator process against the kmock Kubernetes emulator: the issue's scenarios.
 
-Each test starts `python -m kubellm.operator` (what `kubellm operator` runs) against an
+Each test starts `kubellm operator` (through `python -m kubellm.cli`) against an
 emulated API server, acts on it over HTTP like kubectl would, and waits for the result.
 """
 from __future__ import annotations
