@@ -64,8 +64,8 @@ class DistributedExecutor:
                     logits = self.stage.receive_logits(work, self.vocab_size)
             except Exception as exc:
                 log.exception("distributed step %d failed", work.step)
-                self.supervisor.abort(f"step {work.step} failed on the driver: "
-                                      f"{type(exc).__name__}: {exc}")
+                self.supervisor.abort_after_error(f"step {work.step} failed on the driver: "
+                                                  f"{type(exc).__name__}: {exc}")
         requests = [s.request for s in out.scheduled if s.samples]
         if not requests:
             return {}, {}
@@ -118,7 +118,8 @@ class DistributedExecutor:
                 if not self._closed:
                     self._send(HEARTBEAT)
             except Exception as exc:
-                self.supervisor.abort(f"lost the workers: {type(exc).__name__}: {exc}")
+                self.supervisor.abort_after_error(f"lost the workers: {type(exc).__name__}: "
+                                                  f"{exc}")
             finally:
                 self._lock.release()
 

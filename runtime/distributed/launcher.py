@@ -32,6 +32,7 @@ class WorkerSupervisor:
     def __init__(self, node: NodeEnv, config: EngineConfig, local_ranks: range):
         self.node = node
         self._stopping = False
+        self._abort_lock = threading.Lock()
         self._procs: dict[int, subprocess.Popen] = {}
         config_json = json.dumps(asdict(config))
         for local in local_ranks:
@@ -67,8 +68,24 @@ class WorkerSupervisor:
                 return rank, code
         return None
 
+    def abort_after_error(self, error: str) -> NoReturn:
+        """A collective failed on the driver: most often because a worker died, which
+        the process table shows a moment later; name it when it does."""
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            dead = self._first_dead()
+            if dead is not None:
+                rank, code = dead
+                self.abort(f"worker rank {rank} (pid {self._procs[rank].pid}) exited with "
+                           f"{_describe_exit(code)} (the driver saw: {error})")
+            time.sleep(POLL_S)
+        self.abort(error)
+
     def abort(self, reason: str) -> NoReturn:
         """Stop every rank of this node and exit this process non-zero."""
+        if not self._abort_lock.acquire(blocking=False):
+            while True:  # another thread is already stopping everything and exiting
+                time.sleep(1)
         self._stopping = True
         message = f"kubellm: distributed engine failed: {reason}; stopping all ranks"
         log.error(message)
