@@ -101,7 +101,7 @@ async def test_token_ca_path_and_patch_flavours(pki, api_server):
         seen = await client.apply("/apis/apps/v1/namespaces/ns/deployments/echo", {"a": 1})
         assert seen["contentType"] == "application/apply-patch+yaml"
         assert seen["query"] == {"fieldManager": "kubellm-operator", "force": "true"}
-        seen = await client.merge_patch("/apis/x/v1/namespaces/ns/y/echo/status", {"s": 1})
+        seen = await client.merge_patch("/apis/x/v1/namespaces/ns/y/echo", {"s": 1})
         assert seen["contentType"] == "application/merge-patch+json"
     finally:
         await client.close()
