@@ -39,14 +39,22 @@ def cuda_kv_budget_bytes(runner, config) -> int:
         seq_lens_cpu=query_lens, query_lens_cpu=query_lens, is_decode_only=False)
     token_ids = torch.randint(0, runner.vocab_size, (num_tokens,), device=device)
     positions = torch.cat([torch.arange(q, device=device) for q in query_lens])
+    model = runner.model
+    hidden = residual = None
+    if not model.is_first_stage:  # a later pipeline stage starts from activations
+        hidden = torch.randn(num_tokens, model.args.hidden_size, dtype=runner.dtype,
+                             device=device)
+        residual = torch.randn_like(hidden)
     set_metadata(meta)
     try:
-        hidden, _ = runner.model(token_ids, positions)
+        hidden, _ = model(token_ids, positions, hidden, residual)
     finally:
         set_metadata(None)
-    rows = min(config.max_num_seqs, num_tokens)
-    logits = runner.model.compute_logits(hidden[:rows]).float()
-    torch.softmax(logits, dim=-1)      # the sampler's largest temporary
+    logits = None
+    if model.is_last_stage:
+        rows = min(config.max_num_seqs, num_tokens)
+        logits = model.compute_logits(hidden[:rows]).float()
+        torch.softmax(logits, dim=-1)      # the sampler's largest temporary
     torch.cuda.synchronize()
     peak = torch.cuda.max_memory_allocated(device)
     del hidden, logits
