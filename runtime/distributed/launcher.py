@@ -88,8 +88,10 @@ class WorkerSupervisor:
                 time.sleep(1)
         self._stopping = True
         message = f"kubellm: distributed engine failed: {reason}; stopping all ranks"
-        log.error(message)
-        print(message, file=sys.stderr, flush=True)
+        if logging.getLogger().hasHandlers():
+            log.error(message)
+        else:  # nobody set up logging: still say why we die
+            print(message, file=sys.stderr, flush=True)
         self._terminate(grace_s=2.0)
         logging.shutdown()
         os._exit(1)

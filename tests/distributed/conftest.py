@@ -17,10 +17,10 @@ DIST_ENV = {"KUBELLM_DIST_TIMEOUT_S": "60", "KUBELLM_DEVICE": "cpu"}
 
 
 def run_llm_job(tmp_path: Path, model: str, engine: dict, prompts, params,
-                env: dict | None = None, name: str = "job") -> dict:
+                env: dict | None = None, name: str = "job", idle_s: float = 0) -> dict:
     job, result = tmp_path / f"{name}.json", tmp_path / f"{name}.result.json"
     job.write_text(json.dumps({"model": model, "engine": engine, "prompts": prompts,
-                               "params": params}))
+                               "params": params, "idle_s": idle_s}))
     proc = subprocess.run([sys.executable, str(JOB), str(job), str(result)],
                           env={**os.environ, **DIST_ENV, **(env or {})},
                           capture_output=True, text=True, timeout=JOB_TIMEOUT_S)

@@ -3,11 +3,12 @@ process group per process, and a failing group ends the process).
 
 ``python llm_job.py JOB.json RESULT.json``; the job holds ``model``, ``engine`` (LLM
 keyword arguments), ``prompts`` and ``params`` (one SamplingParams dict per prompt).
-The result holds each prompt's token ids, engine counters and, for a multi-process
-engine, what every rank holds.
+With ``idle_s`` it sleeps that long and generates again. The result holds each prompt's
+token ids, engine counters and, for a multi-process engine, what every rank holds.
 """
 import json
 import sys
+import time
 
 from kubellm.runtime import LLM, SamplingParams
 
@@ -18,6 +19,10 @@ def main(job_path: str, result_path: str) -> None:
     llm = LLM(job["model"], **job["engine"])
     params = [SamplingParams(**p) for p in job["params"]]
     outputs = llm.generate(job["prompts"], params)
+    if job.get("idle_s"):  # then the same again: workers must outlive a quiet spell
+        time.sleep(job["idle_s"])
+        again = llm.generate(job["prompts"], params)
+        job["token_ids_after_idle"] = [o.outputs[0].token_ids for o in again]
     engine = llm.engine
     executor = engine.executor
     result = {
@@ -25,6 +30,7 @@ def main(job_path: str, result_path: str) -> None:
         "num_preemptions": engine.scheduler.num_preemptions,
         "prefix_hits": engine.kv.prefix_hits,
         "num_kv_blocks": engine.kv.num_blocks,
+        "token_ids_after_idle": job.get("token_ids_after_idle"),
         "ranks": executor.describe_ranks() if hasattr(executor, "describe_ranks") else None,
     }
     if hasattr(executor, "shutdown"):

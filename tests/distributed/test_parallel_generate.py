@@ -118,3 +118,12 @@ def test_pipeline_stages_overlap(run, capsys):
         print(f"\npipeline overlap in {len({f['step'] for f in found})} steps; step "
               f"{found[0]['step']}:\n{timeline(events, found[0]['step'])}")
     print(json.dumps(found[:3]))
+
+
+def test_idle_workers_outlive_the_collective_timeout(tiny_model_dir, tmp_path):
+    """Workers wait for the next step inside a collective that times out; the driver's
+    heartbeat must keep them there through a quiet spell longer than the timeout."""
+    result = run_llm_job(tmp_path, tiny_model_dir, {**ENGINE, "tensor_parallel_size": 2},
+                         PROMPTS[:2], [GREEDY, GREEDY],
+                         env={"KUBELLM_DIST_TIMEOUT_S": "10"}, idle_s=13)
+    assert result["token_ids_after_idle"] == result["token_ids"]
