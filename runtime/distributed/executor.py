@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 
 # control messages besides StepWork
 HEARTBEAT, DESCRIBE, SHUTDOWN = "heartbeat", "describe", "shutdown"
+SHUTDOWN_WAIT_S = 30.0
 
 
 class DistributedExecutor:
@@ -94,13 +95,20 @@ class DistributedExecutor:
             return
         self._closed = True
         atexit.unregister(self.shutdown)
-        with self._lock:
-            try:
-                self._send(SHUTDOWN)
-            except Exception:  # a worker already gone: stop() below kills the rest
-                log.warning("could not send shutdown to the workers", exc_info=True)
+        # at interpreter exit a daemon engine thread may still be inside a step
+        if not self._lock.acquire(timeout=SHUTDOWN_WAIT_S):
+            log.warning("a step is still running after %.0f s: killing the workers",
+                        SHUTDOWN_WAIT_S)
+            self.supervisor.stop(grace_s=0.0)
+            return
+        try:
+            self._send(SHUTDOWN)
+        except Exception:  # a worker already gone: stop() below kills the rest
+            log.warning("could not send shutdown to the workers", exc_info=True)
+        finally:
             self.supervisor.stop()
             ps.destroy()
+            self._lock.release()
 
     def _send(self, message) -> None:
         box = [message]
