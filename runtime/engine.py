@@ -109,6 +109,10 @@ class LLMEngine:
         for seq in group.sequences:
             self.scheduler.finish_request(seq, "abort")
 
+    @property
+    def vocab_size(self) -> int:
+        return self.executor.vocab_size
+
     def has_unfinished_requests(self) -> bool:
         return bool(self._groups)
 
@@ -140,7 +144,7 @@ class LLMEngine:
             raise PromptTooLongError(
                 f"the prompt has {len(token_ids)} tokens; max_model_len is {max_len}, which "
                 "leaves no room to generate")
-        vocab = self.executor.vocab_size
+        vocab = self.vocab_size
         if min(token_ids) < 0 or max(token_ids) >= vocab:
             raise ValueError(f"prompt token ids must lie in [0, {vocab})")
 
@@ -210,11 +214,14 @@ class LLMEngine:
             self._groups.pop(group.request_id, None)
         first = min((s.first_token_time for s in group.sequences if s.first_token_time),
                     default=None)
+        scheduled = min((s.first_scheduled_time for s in group.sequences
+                         if s.first_scheduled_time), default=None)
         return RequestOutput(
             request_id=group.request_id, prompt=group.prompt,
             prompt_token_ids=group.prompt_token_ids, outputs=completions, finished=finished,
             num_cached_tokens=group.sequences[0].num_cached_tokens,
-            metrics={"arrival_time": group.arrival_time, "first_token_time": first,
+            metrics={"arrival_time": group.arrival_time, "first_scheduled_time": scheduled,
+                     "first_token_time": first,
                      "num_preemptions": sum(s.num_preemptions for s in group.sequences)})
 
     def get_stats(self) -> EngineStats:

@@ -38,6 +38,7 @@ class Request:
     finish_reason: str | None = None
     stop_reason: int | str | None = None
     max_tokens: int = 16             # resolved against max_model_len by the engine
+    first_scheduled_time: float | None = None   # set once, on first admission
     first_token_time: float | None = None
     # engine-side companions (sampling state, detokenizer, logprobs); opaque here
     sampling_state: Any = None

@@ -16,6 +16,7 @@ Policies
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -206,6 +207,8 @@ class Scheduler:
                 budget += freed
                 continue
             self.waiting.remove(request)
+            if request.first_scheduled_time is None:
+                request.first_scheduled_time = time.monotonic()
             request.status = Status.RUNNING
             request.num_computed_tokens = num_computed
             if request.num_preemptions == 0 and request.num_output_tokens == 0:

@@ -9,10 +9,7 @@ def register(subparsers) -> None:
     t = sub.add_parser("throughput", help="offline throughput (optionally vs transformers)")
     add_throughput_args(t)
     t.set_defaults(func=run_throughput)
-    try:
-        from kubellm.runtime.bench.serve import add_serve_args, run_serve_bench
-    except ImportError:  # the serving benchmark ships with the server
-        return
+    from kubellm.runtime.bench.serve import add_serve_args, run_serve_bench
     s = sub.add_parser("serve", help="online latency/throughput against a running server")
     add_serve_args(s)
     s.set_defaults(func=run_serve_bench)

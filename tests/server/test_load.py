@@ -65,7 +65,8 @@ async def test_200_concurrent_streams(server, tiny_model_dir):
     for name in DESIGN_METRICS:
         metric_value(after, name)  # present (raises KeyError if not)
     for name in ("vllm:time_to_first_token_seconds_count",
-                 "vllm:e2e_request_latency_seconds_count"):
+                 "vllm:e2e_request_latency_seconds_count",
+                 "vllm:request_queue_time_seconds_count"):
         assert metric_value(after, name) - metric_value(before, name) == NUM_CLIENTS
 
     offline = LLM(model=tiny_model_dir, **ENGINE_FIELDS)
