@@ -23,8 +23,8 @@ from kubellm.operator.events import post_event
 from kubellm.operator.kube import ApiError, KubeClient, manifest_path
 from kubellm.operator.validation import SpecError, defaulted_spec
 
-LWS_CHECK_SECONDS = 60.0
-STATUS_WRITE_ATTEMPTS = 3  # a concurrent status writer (the autoscaler) costs a retry  # how long the "is LeaderWorkerSet installed" answer is reused
+LWS_CHECK_SECONDS = 60.0  # how long the "is LeaderWorkerSet installed" answer is reused
+STATUS_WRITE_ATTEMPTS = 3  # a concurrent status writer (the autoscaler) costs a retry
 WORKLOAD_KINDS = ("Deployment", "StatefulSet", "LeaderWorkerSet")
 
 

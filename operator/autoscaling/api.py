@@ -8,6 +8,7 @@ private Kopf module (kopf 1.45); if it moves, only this file changes.
 from __future__ import annotations
 
 import urllib.parse
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import aiohttp
@@ -16,6 +17,8 @@ from kopf._cogs.clients import auth, errors
 GROUP, VERSION, PLURAL = "kubellm.io", "v1alpha1", "llmdeployments"
 KEDA_PATH = "/apis/keda.sh/v1alpha1/namespaces/{namespace}/scaledobjects"
 TIMEOUT = aiohttp.ClientTimeout(total=10, sock_connect=5)
+MERGE_PATCH = "application/merge-patch+json"
+STATUS_WRITE_ATTEMPTS = 3  # a concurrent status writer (the operator) costs a retry
 
 NotFound = errors.APINotFoundError
 Conflict = errors.APIConflictError
@@ -57,7 +60,33 @@ async def set_replicas(namespace: str, name: str, replicas: int) -> None:
     """Write spec.replicas through the scale subresource (what `kubectl scale` does)."""
     await _request("PATCH", llmd_path(namespace, name, "scale"),
                    payload={"spec": {"replicas": replicas}},
-                   content_type="application/merge-patch+json")
+                   content_type=MERGE_PATCH)
+
+
+async def patch_status(namespace: str, name: str,
+                       build: Callable[[Mapping[str, Any]], Mapping[str, Any]]) -> None:
+    """Merge-patch ``build(status as the server has it now)`` into .status.
+
+    The object's resourceVersion goes along as a precondition: if another writer (the
+    operator's Ready/Progressing/Degraded) got in between, the server answers 409 and we
+    read again and rebuild, so neither writer undoes the other with a stale list.
+    """
+    for attempt in range(STATUS_WRITE_ATTEMPTS):
+        try:
+            fresh = await _request("GET", llmd_path(namespace, name)) or {}
+        except NotFound:
+            return  # deleted meanwhile: nothing to report on
+        payload: dict[str, Any] = {"status": dict(build(fresh.get("status") or {}))}
+        version = (fresh.get("metadata") or {}).get("resourceVersion")
+        if version:
+            payload["metadata"] = {"resourceVersion": version}
+        try:
+            await _request("PATCH", llmd_path(namespace, name, "status"), payload=payload,
+                           content_type=MERGE_PATCH)
+            return
+        except Conflict:
+            if attempt == STATUS_WRITE_ATTEMPTS - 1:
+                raise
 
 
 async def apply_scaled_object(obj: dict[str, Any]) -> None:
@@ -68,7 +97,7 @@ async def apply_scaled_object(obj: dict[str, Any]) -> None:
         await _request("POST", collection, payload=obj)
     except Conflict:
         await _request("PATCH", f"{collection}/{_quote(name)}", payload=obj,
-                       content_type="application/merge-patch+json")
+                       content_type=MERGE_PATCH)
 
 
 async def delete_scaled_object(namespace: str, name: str) -> None:

@@ -94,6 +94,15 @@ async def autoscale(*, name: str, namespace: str, uid: str, spec: Mapping[str, A
                             post_event, logger, now)
 
 
+async def write_status(namespace: str, name: str, fragment: Mapping[str, Any]) -> None:
+    """Write what ``autoscale`` put in its ``patch_status`` onto the object as it is now
+    (never through Kopf's patch of the event's body, whose conditions may be stale)."""
+    if fragment:
+        now = time.time()
+        await api.patch_status(namespace, name,
+                               lambda fresh: status_.rebased(fragment, fresh, now))
+
+
 def capacity_key(spec: Mapping[str, Any]) -> str:
     """A digest of what decides how many requests one replica runs at once."""
     shape = {k: spec.get(k) for k in ("model", "parallelism", "engine", "resources")}

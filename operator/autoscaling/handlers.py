@@ -32,8 +32,10 @@ def _post_event(body, type_: str, reason: str, message: str) -> None:
 
 @kopf.timer(GROUP, VERSION, PLURAL, id="autoscaler", interval=TICK_SECONDS,
             backoff=max(5 * TICK_SECONDS, 1.0))
-async def autoscaler(name, namespace, uid, spec, status, body, memo, patch, logger, **_):
+async def autoscaler(name, namespace, uid, spec, status, body, memo, logger, **_):
+    fragment: dict = {}
     await controller.autoscale(name=name, namespace=namespace, uid=uid, spec=spec,
                                status=status, body=body, memo=memo,
-                               patch_status=patch.status, post_event=_post_event,
+                               patch_status=fragment, post_event=_post_event,
                                logger=logger)
+    await controller.write_status(namespace, name, fragment)

@@ -1,7 +1,9 @@
 """The autoscaler's part of the LLMDeployment status, as merge-patch fragments.
 
 ``status.conditions`` is shared with the operator's Ready/Progressing/Degraded; a merge
-patch replaces a list whole, so we write the list back with only ScalingActive changed.
+patch replaces a list whole, so we write the list back with only ScalingActive changed,
+rebuilt (``rebased``) on the list as the server holds it at write time, never on the
+possibly stale copy the fragment was computed from.
 """
 from __future__ import annotations
 
@@ -40,6 +42,18 @@ def with_condition(conditions: Sequence[Mapping[str, Any]] | None, reason: str,
     since = old.get("lastTransitionTime") if old and old.get("status") == status else None
     return others + [{"type": CONDITION, "status": status, "reason": reason,
                       "message": message, "lastTransitionTime": since or rfc3339(now)}]
+
+
+def rebased(fragment: Mapping[str, Any], fresh_status: Mapping[str, Any] | None,
+            now: float) -> dict[str, Any]:
+    """``fragment`` with its conditions list rebuilt on ``fresh_status``'s: ScalingActive
+    as the fragment has it, every other writer's condition as the server has it now."""
+    ours = next((c for c in fragment.get("conditions") or () if c.get("type") == CONDITION),
+                None)
+    if ours is None:
+        return dict(fragment)
+    return {**fragment, "conditions": with_condition(
+        (fresh_status or {}).get("conditions"), ours["reason"], ours["message"], now)}
 
 
 def condition_reason(status: Mapping[str, Any] | None) -> str | None:

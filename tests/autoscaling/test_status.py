@@ -1,7 +1,8 @@
 """The status patch: ScalingActive merged into the shared conditions list."""
 from kubellm.operator.autoscaling.history import MetricHistory
 from kubellm.operator.autoscaling.policy import Decision
-from kubellm.operator.autoscaling.status import (decision_patch, parse_time, rfc3339,
+from kubellm.operator.autoscaling.status import (condition_patch, decision_patch,
+                                                 parse_time, rebased, rfc3339,
                                                  with_condition)
 
 READY = {"type": "Ready", "status": "True", "reason": "AllReplicasReady",
@@ -32,3 +33,17 @@ def test_decision_patch_fields():
     hold = Decision(current=5, replicas=5, reason="WithinTarget", message="m")
     assert "lastScaleTime" not in decision_patch({}, hold, MetricHistory(), now=1e9)
     assert parse_time("garbage") is None and parse_time(None) is None
+
+
+def test_rebased_keeps_the_conditions_the_server_has_now():
+    # Computed from a copy where the operator had not written Ready yet.
+    fragment = condition_patch({}, "ScaledUp", "up", now=1000, mode="operator")
+    fresh = {"conditions": [READY, {"type": "ScalingActive", "status": "True",
+                                    "reason": "WithinTarget", "lastTransitionTime": "t0"}]}
+    patch = rebased(fragment, fresh, now=2000)
+    assert patch["autoscaler"] == {"mode": "operator"}
+    assert [c["type"] for c in patch["conditions"]] == ["Ready", "ScalingActive"]
+    assert patch["conditions"][0] == READY
+    assert patch["conditions"][1]["reason"] == "ScaledUp"
+    assert patch["conditions"][1]["lastTransitionTime"] == "t0"  # True before and after
+    assert rebased({"queueDepth": 3}, fresh, now=2000) == {"queueDepth": 3}

@@ -38,6 +38,8 @@ class StampingEmulator(kmock.KubernetesEmulator):
     kubeconfig: Any = attrs.field(default=None, init=False)  # set by the fixture
     # plural -> message: writes of that resource fail with 422, as an admission would.
     rejections: dict[str, str] = attrs.field(factory=dict, init=False)
+    # Writes refused with 409 because their metadata.resourceVersion was not the current one.
+    conflicts: int = attrs.field(default=0, init=False)
 
     async def __call__(self, raw_request: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
         # kmock cannot parse the cluster-scoped /api/v1/namespaces, which Kopf lists and
@@ -67,6 +69,9 @@ class StampingEmulator(kmock.KubernetesEmulator):
                                         message=self.rejections[request.resource.plural])
         if request.resource is not None and isinstance(request.data, list):
             self._json_patch_concurrency(request)
+        if request.resource is not None and isinstance(request.data, dict) \
+                and request.action == kmock.action.UPDATE:
+            self._resource_version_precondition(request)
         if request.resource is not None and isinstance(request.data, dict):
             meta = request.data.setdefault("metadata", {})
             if request.action == kmock.action.CREATE:
@@ -82,6 +87,19 @@ class StampingEmulator(kmock.KubernetesEmulator):
                     meta["generation"] = current.get("metadata", {}).get("generation", 1) + 1
             meta["resourceVersion"] = str(next(self._versions))
         return await super()._handle(request)
+
+    def _resource_version_precondition(self, request: kmock.Request) -> None:
+        """A patch that names a resourceVersion applies only to that version (409 otherwise),
+        as on a real API server: what optimistic-concurrency writers rely on."""
+        sent = (request.data.get("metadata") or {}).get("resourceVersion")
+        current = self._current(request)
+        if sent and current is not None \
+                and sent != current.get("metadata", {}).get("resourceVersion"):
+            self.conflicts += 1
+            raise kmock.KubernetesError(
+                status=409, reason="Conflict",
+                message="the object has been modified; please apply your changes to the "
+                        "latest version and try again")
 
     def _json_patch_concurrency(self, request: kmock.Request) -> None:
         """A failed resourceVersion test is a 422 conflict (Kopf retries on it); a JSON
