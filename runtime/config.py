@@ -31,6 +31,8 @@ class EngineConfig:
     device: str = _knob("auto", "where to run; auto = cuda when available", DEVICES)
     tensor_parallel_size: int = _knob(1, "processes that split every layer")
     pipeline_parallel_size: int = _knob(1, "processes that each hold a slice of the layers")
+    pp_layer_partition: str | None = _knob(None, "layers per pipeline stage, e.g. 10,12,10; "
+                                                 "none = an even split")
     block_size: int = _knob(16, "tokens per KV-cache block")
     gpu_memory_utilization: float = _knob(0.9, "fraction of GPU memory the engine may use")
     cpu_kv_cache_gb: float = _knob(1.0, "KV-cache size on CPU, in GiB")
@@ -61,6 +63,9 @@ class EngineConfig:
         for name in ("num_kv_blocks", "max_model_len"):
             if getattr(self, name) is not None:
                 _positive_int(name, getattr(self, name))
+        if self.pp_layer_partition is not None:
+            from kubellm.runtime.distributed.layout import parse_partition
+            parse_partition(self.pp_layer_partition, self.pipeline_parallel_size)
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
             raise ConfigError("gpu_memory_utilization",
                               f"must be in (0, 1], got {self.gpu_memory_utilization}")

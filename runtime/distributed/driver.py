@@ -37,7 +37,8 @@ def build_driver_engine(engine_cls, config: EngineConfig, node: rendezvous.NodeE
     hf_config = AutoConfig.from_pretrained(model_dir)
     tokenizer = eb.load_tokenizer(config, model_dir)
     config.max_model_len = eb._resolve_max_model_len(config, hf_config)
-    plan = StagePlan.of(config, layer_partition(hf_config.num_hidden_layers, layout.pp_size))
+    plan = StagePlan.of(config, layer_partition(hf_config.num_hidden_layers, layout.pp_size,
+                                                 config.pp_layer_partition))
     share_from_driver(plan, layout)
     log.info("pipeline stages hold layers %s", plan.partition)
     torch.manual_seed(config.seed)

@@ -7,12 +7,9 @@ pipeline stage). Rank 0 — stage 0, TP rank 0 — is the driver.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from kubellm.runtime.config_sources import ConfigError
-
-PARTITION_ENV = "KUBELLM_PP_LAYER_PARTITION"  # e.g. "10,12,10": layers per stage
 
 
 @dataclass(frozen=True)
@@ -74,11 +71,13 @@ class RankLayout:
 def layer_partition(num_layers: int, pp_size: int, override: str | None = None
                     ) -> list[tuple[int, int]]:
     """[start, end) layer range per stage. Even split by default, the first
-    ``num_layers % pp_size`` stages taking one layer more; ``override`` ("10,12,10",
-    else env KUBELLM_PP_LAYER_PARTITION) gives each stage's layer count."""
-    override = override if override is not None else os.environ.get(PARTITION_ENV)
+    ``num_layers % pp_size`` stages taking one layer more; ``override`` (EngineConfig
+    ``pp_layer_partition``, e.g. "10,12,10") gives each stage's layer count."""
     if override:
-        sizes = _parse_partition(override, num_layers, pp_size)
+        sizes = parse_partition(override, pp_size)
+        if sum(sizes) != num_layers:
+            raise ConfigError("pp_layer_partition", f"{override!r} adds up to {sum(sizes)} "
+                                                    f"layers; the model has {num_layers}")
     else:
         if num_layers < pp_size:
             raise ConfigError("pipeline_parallel_size", f"{pp_size} stages for a model of "
@@ -92,9 +91,10 @@ def layer_partition(num_layers: int, pp_size: int, override: str | None = None
     return ranges
 
 
-def _parse_partition(text: str, num_layers: int, pp_size: int) -> list[int]:
+def parse_partition(text: str, pp_size: int) -> list[int]:
+    """Layer counts of "10,12,10": one positive count per pipeline stage."""
     def bad(why: str) -> ConfigError:
-        return ConfigError("pp_layer_partition", f"{PARTITION_ENV}={text!r}: {why}")
+        return ConfigError("pp_layer_partition", f"{text!r}: {why}")
     try:
         sizes = [int(part) for part in text.split(",")]
     except ValueError:
@@ -103,6 +103,4 @@ def _parse_partition(text: str, num_layers: int, pp_size: int) -> list[int]:
         raise bad(f"{len(sizes)} counts for pipeline_parallel_size={pp_size}")
     if min(sizes) < 1:
         raise bad("every stage needs at least one layer")
-    if sum(sizes) != num_layers:
-        raise bad(f"counts add up to {sum(sizes)}, the model has {num_layers} layers")
     return sizes

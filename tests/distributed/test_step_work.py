@@ -9,6 +9,7 @@ import random
 import pytest
 import torch
 
+from kubellm.runtime.config import EngineConfig
 from kubellm.runtime.config_sources import ConfigError
 from kubellm.runtime.distributed.layout import RankLayout, layer_partition
 from kubellm.runtime.distributed.step_work import StepWork, split_micro_batches
@@ -30,26 +31,30 @@ def test_ranks_are_stage_major():
 
 
 def test_even_partition_gives_extra_layers_to_the_first_stages():
-    assert layer_partition(7, 3, "") == [(0, 3), (3, 5), (5, 7)]
-    assert layer_partition(4, 1, "") == [(0, 4)]
+    assert layer_partition(7, 3) == [(0, 3), (3, 5), (5, 7)]
+    assert layer_partition(4, 1) == [(0, 4)]
 
 
-def test_partition_override_from_env(monkeypatch):
-    monkeypatch.setenv("KUBELLM_PP_LAYER_PARTITION", "1,3")
-    assert layer_partition(4, 2) == [(0, 1), (1, 4)]
+def test_partition_override_from_config_or_env():
+    assert layer_partition(4, 2, "1,3") == [(0, 1), (1, 4)]
+    config = EngineConfig.from_sources(env={"KUBELLM_PP_LAYER_PARTITION": "3,1"},
+                                       pipeline_parallel_size=2)
+    assert config.pp_layer_partition == "3,1"
 
 
-@pytest.mark.parametrize("override, why", [("2,2,2", "3 counts"), ("3,2", "add up to 5"),
-                                           ("4,0", "at least one"), ("a,b", "comma-separated")])
-def test_bad_partition_names_the_variable(override, why):
-    with pytest.raises(ConfigError, match="KUBELLM_PP_LAYER_PARTITION") as err:
-        layer_partition(4, 2, override)
+@pytest.mark.parametrize("override, why", [("2,2,2", "3 counts"), ("4,0", "at least one"),
+                                           ("a,b", "comma-separated")])
+def test_bad_partition_is_refused_by_the_config(override, why):
+    with pytest.raises(ConfigError, match="pp_layer_partition") as err:
+        EngineConfig(pipeline_parallel_size=2, pp_layer_partition=override)
     assert why in str(err.value)
 
 
-def test_more_stages_than_layers_is_refused():
+def test_partition_must_cover_the_model():
+    with pytest.raises(ConfigError, match="pp_layer_partition.*adds up to 5"):
+        layer_partition(4, 2, "3,2")
     with pytest.raises(ConfigError, match="pipeline_parallel_size"):
-        layer_partition(2, 3, "")
+        layer_partition(2, 3)
 
 
 def test_micro_batches_cover_everything_in_order():
