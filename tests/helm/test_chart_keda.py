@@ -1,0 +1,69 @@
+"""keda mode through the chart: the operator learns the Prometheus address from values, and
+the ServiceMonitor yields the series (namespace, service labels) the ScaledObject queries."""
+from __future__ import annotations
+
+import re
+import subprocess
+
+from kubellm.operator.autoscaling import keda
+from kubellm.operator.builders.children import build_children
+from kubellm.operator.validation import defaulted_spec
+
+from .test_chart import CHART, by_kind, render
+from .tools import binary
+
+PROMETHEUS_ENV = "KUBELLM_PROMETHEUS_ADDRESS"
+
+
+def operator_env(docs: list[dict]) -> dict[str, str]:
+    (dep,) = by_kind(docs, "Deployment")
+    return {e["name"]: e.get("value") for e in dep["spec"]["template"]["spec"]
+            ["containers"][0]["env"]}
+
+
+def test_prometheus_address_defaults_to_the_autoscalers_default(tmp_path):
+    assert operator_env(render(tmp_path))[PROMETHEUS_ENV] == keda.DEFAULT_PROMETHEUS_ADDRESS
+
+
+def test_prometheus_address_follows_values(tmp_path):
+    address = "http://prometheus.observability.svc:9090"
+    env = operator_env(render(tmp_path, {"keda": {"prometheusAddress": address}}))
+    assert env[PROMETHEUS_ENV] == address
+
+
+def test_a_prometheus_address_that_is_no_url_is_refused():
+    result = subprocess.run([str(binary("helm")), "template", "rel", str(CHART), "--set",
+                             "keda.prometheusAddress=prometheus:9090"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0
+    assert "prometheusAddress" in result.stderr
+
+
+def test_service_monitor_series_carry_the_labels_the_scaled_object_queries(tmp_path):
+    docs = render(tmp_path, {"monitoring": {"serviceMonitor": {"enabled": True}}})
+    (monitor,) = by_kind(docs, "ServiceMonitor")
+    cr = {"apiVersion": "kubellm.io/v1alpha1", "kind": "LLMDeployment",
+          "metadata": {"name": "chat", "namespace": "team-a", "uid": "u"},
+          "spec": {"model": {"source": {"huggingFace": "org/m"}},
+                   "autoscaling": {"enabled": True, "mode": "keda"}}}
+    children = build_children(cr, defaulted_spec(cr["spec"]), image="img",
+                              lws_available=False)
+    (service,) = [c for c in children if c["kind"] == "Service"]
+    # The ServiceMonitor selects the LLMDeployment's Service, on its HTTP port...
+    labels = service["metadata"]["labels"]
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["port"] in {p["name"] for p in service["spec"]["ports"]}
+    # ...and leaves the Prometheus Operator's target labels alone: namespace and service
+    # come from the target (the Service), not from the scraped series or a relabeling.
+    assert not endpoint.get("honorLabels", False)
+    for relabel in endpoint.get("relabelings", []) + endpoint.get("metricRelabelings", []):
+        touched = set(relabel.get("sourceLabels", [])) | {relabel.get("targetLabel")}
+        assert not touched & {"namespace", "service"}, relabel
+        assert relabel.get("action") not in ("labeldrop", "labelkeep"), relabel
+    # The ScaledObject's queries select exactly that Service's series.
+    scaled = keda.build_scaled_object("chat", "team-a", cr["spec"], "u")
+    for trigger in scaled["spec"]["triggers"]:
+        selectors = dict(re.findall(r'(\w+)="([^"]*)"', trigger["metadata"]["query"]))
+        assert selectors == {"namespace": service["metadata"]["namespace"],
+                             "service": service["metadata"]["name"]}
