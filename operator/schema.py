@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubellm.operator.autoscaling.keda import HPA_MAX_STABILIZATION_SECONDS
+
 Schema = dict[str, Any]
+# The HorizontalPodAutoscaler that KEDA creates refuses longer windows; the operator mode
+# has no such limit (the autoscaler checks keda mode when it builds the ScaledObject).
+KEDA_STABILIZATION_LIMIT = (f"At most {HPA_MAX_STABILIZATION_SECONDS} seconds in keda mode "
+                            "(the HorizontalPodAutoscaler's limit).")
 
 
 def _f(type_: str, description: str, **extra: Any) -> Schema:
@@ -91,9 +97,12 @@ AUTOSCALING = _obj(
      "scrapeIntervalSeconds": _f("integer", "Seconds between two scrapes of /metrics.",
                                  minimum=1, default=15),
      "scaleUpStabilizationSeconds": _f("integer", "Sustained overload needed before "
-                                                  "scaling up.", minimum=0, default=0),
+                                                  f"scaling up. {KEDA_STABILIZATION_LIMIT}",
+                                       minimum=0, default=0),
      "scaleDownStabilizationSeconds": _f("integer", "Sustained underload needed before "
-                                                    "scaling down.", minimum=0, default=300),
+                                                    "scaling down. "
+                                                    f"{KEDA_STABILIZATION_LIMIT}",
+                                         minimum=0, default=300),
      "maxScaleUpStep": _f("integer", "Most replicas added in one decision.", minimum=1,
                           default=4)},
     default={})

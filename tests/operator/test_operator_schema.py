@@ -8,6 +8,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from kubellm.operator.autoscaling.keda import HPA_MAX_STABILIZATION_SECONDS
 from kubellm.operator.crd import build_crd, render_crd
 from kubellm.operator.rules import RULES, broken_rules
 from kubellm.operator.schema import SPEC
@@ -129,3 +130,12 @@ def test_rule_messages_name_their_fields():
 
 def test_crd_yaml_round_trips():
     assert yaml.safe_load(render_crd()) == build_crd()
+
+
+@pytest.mark.parametrize("field", ["scaleUpStabilizationSeconds",
+                                   "scaleDownStabilizationSeconds"])
+def test_stabilization_fields_state_the_keda_limit(field):
+    version = build_crd()["spec"]["versions"][0]
+    described = (version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+                 ["autoscaling"]["properties"][field]["description"])
+    assert f"At most {HPA_MAX_STABILIZATION_SECONDS} seconds in keda mode" in described
