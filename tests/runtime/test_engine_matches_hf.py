@@ -4,6 +4,8 @@ prefixes, chunked prefill, preemption, each policy)."""
 from __future__ import annotations
 
 import random
+import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -77,3 +79,20 @@ def test_greedy_matches_transformers(references, family, mode):
         assert engine.scheduler.num_timeslice_yields > 0, "long runs were meant to yield"
     if mode == "no-prefix-cache":
         assert engine.kv.prefix_hits == 0
+
+
+def test_sharded_checkpoint_loads_the_same_weights(references, tmp_path):
+    """A checkpoint split into shards with model.safetensors.index.json."""
+    from transformers import AutoModelForCausalLM
+    prompts, refs = references
+    path, expected = refs["llama"]
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    model.save_pretrained(tmp_path, max_shard_size="4MB")
+    assert (tmp_path / "model.safetensors.index.json").exists()
+    assert len(list(tmp_path.glob("model-*.safetensors"))) > 1
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(Path(path) / name, tmp_path / name)
+    llm = LLM(str(tmp_path), dtype="float32")
+    outs = llm.generate(prompts[:4], SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS,
+                                                    ignore_eos=True))
+    assert [o.outputs[0].token_ids for o in outs] == expected[:4]
