@@ -190,7 +190,9 @@ def pod_spec(spec: dict[str, Any], name: str, *, num_gpus: int, image: str,
         "volumes": volumes(spec),
         "securityContext": POD_SECURITY,
         "terminationGracePeriodSeconds": grace,
-        "enableServiceLinks": False,  # hundreds of Service env vars help nobody here
+        # Docker-link env of every Service in the namespace: a Service named `kubellm`
+        # would set KUBELLM_PORT=tcp://..., which the runtime reads as its port and refuses.
+        "enableServiceLinks": False,
     }
     for key in ("nodeSelector", "tolerations", "affinity"):
         if spec.get(key):

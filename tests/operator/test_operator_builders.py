@@ -277,3 +277,65 @@ def test_statefulset_probes_ask_http_only_on_rank_zero():
         assert _run_probe(command, port, "1") == 0  # workers never serve HTTP
     finally:
         server.shutdown()
+
+
+def all_pod_specs(built: dict[tuple[str, str], dict]) -> list[dict]:
+    """Every pod template the children carry (Deployment, StatefulSets, LWS leader+worker)."""
+    pods = []
+    for (kind, _), child in built.items():
+        if kind in ("Deployment", "StatefulSet"):
+            pods.append(pod_of(child))
+        elif kind == "LeaderWorkerSet":
+            lws = child["spec"]["leaderWorkerTemplate"]
+            pods += [lws["leaderTemplate"]["spec"], lws["workerTemplate"]["spec"]]
+    return pods
+
+
+TOPOLOGIES = {"deployment": ({"tensor": 2}, False),
+              "statefulsets": ({"tensor": 8, "pipeline": 2}, False),
+              "leaderworkerset": ({"tensor": 8, "pipeline": 2}, True)}
+
+
+@pytest.mark.parametrize("topology_name", sorted(TOPOLOGIES))
+def test_pods_get_no_service_links(topology_name):
+    """A Service named `kubellm` (an LLMDeployment named kubellm gets one) would inject
+    KUBELLM_PORT=tcp://..., which the runtime reads as its --port and refuses."""
+    parallelism, lws = TOPOLOGIES[topology_name]
+    built = children({"model": HF, "parallelism": parallelism}, lws=lws)
+    pods = all_pod_specs(built)
+    assert len(pods) >= 1
+    for pod in pods:
+        assert pod["enableServiceLinks"] is False
+
+
+@pytest.mark.parametrize("topology_name", sorted(TOPOLOGIES))
+@pytest.mark.parametrize("engine", [{}, {"shutdownTimeoutSeconds": 0},
+                                    {"shutdownTimeoutSeconds": 120}])
+def test_grace_period_outlasts_prestop_and_the_servers_drain(topology_name, engine):
+    """The kubelet kills at terminationGracePeriodSeconds counted from preStop's start:
+    it must cover the preStop sleep, then --shutdown-timeout of draining, with room for
+    the process to exit. The drain time follows spec.engine.shutdownTimeoutSeconds."""
+    from kubellm.runtime.server.config import ServerConfig
+
+    parallelism, lws = TOPOLOGIES[topology_name]
+    built = children({"model": HF, "parallelism": parallelism, "engine": engine}, lws=lws)
+    drain = engine.get("shutdownTimeoutSeconds", ServerConfig().shutdown_timeout)
+    for pod in all_pod_specs(built):
+        c = pod["containers"][0]
+        assert float(c["args"][c["args"].index("--shutdown-timeout") + 1]) == drain
+        sleep = int(c["lifecycle"]["preStop"]["exec"]["command"][-1])
+        assert pod["terminationGracePeriodSeconds"] >= sleep + drain + 5
+
+
+def test_liveness_stays_on_health_which_answers_while_draining():
+    """Readiness (/ready) turns 503 on SIGTERM to drop the pod from endpoints; liveness
+    must not, or the kubelet would kill a draining pod: it asks /health."""
+    for topology_name, (parallelism, lws) in TOPOLOGIES.items():
+        built = children({"model": HF, "parallelism": parallelism}, lws=lws)
+        for pod in all_pod_specs(built):
+            c = pod["containers"][0]
+            if "livenessProbe" not in c:  # LWS workers serve no HTTP
+                continue
+            probe = c["livenessProbe"]
+            target = probe.get("httpGet", {}).get("path") or probe["exec"]["command"][-1]
+            assert "/health" in target and "/ready" not in target, topology_name
