@@ -90,14 +90,16 @@ class LLMEngine:
         sequences = []
         for i in range(params.n):
             seq = Request(f"{request_id}#{i}", token_ids, params, priority, now,
-                          max_tokens=max_tokens)
+                          max_tokens=max_tokens, index=i)
             seq.sampling_state = self._make_sampling_state(seq, i)
             if params.detokenize and self.tokenizer is not None:
                 seq.detokenizer = self._make_detokenizer(token_ids, params)
             seq.logprobs = [] if params.logprobs is not None else None
             sequences.append(seq)
-        self._groups[request_id] = _Group(request_id, text, token_ids, sequences,
-                                          [""] * params.n, now)
+        group = _Group(request_id, text, token_ids, sequences, [""] * params.n, now)
+        for seq in sequences:
+            seq.group = group
+        self._groups[request_id] = group
         for seq in sequences:
             self.scheduler.add_request(seq)
         self.prompt_tokens_total += len(token_ids) * params.n
@@ -168,13 +170,12 @@ class LLMEngine:
                 seq.first_token_time = now
             if seq.logprobs is not None:
                 seq.logprobs.append(logprobs.get(seq.request_id) or {})
-            group_id, _, index = seq.request_id.rpartition("#")
-            group = self._groups.get(group_id)
-            if group is None:
-                continue
-            self._advance_text(seq, group, int(index))
+            group = seq.group
+            if self._groups.get(group.request_id) is not group:
+                continue  # aborted
+            self._advance_text(seq, group, seq.index)
             if seq.is_finished or seq.params.output_kind == "cumulative":
-                touched[group_id] = group
+                touched[group.request_id] = group
         return [self._make_output(g) for g in touched.values()
                 if g.sequences[0].params.output_kind == "cumulative"
                 or all(s.is_finished for s in g.sequences)]
@@ -212,10 +213,13 @@ class LLMEngine:
         finished = all(seq.is_finished for seq in group.sequences)
         if finished:
             self._groups.pop(group.request_id, None)
-        first = min((s.first_token_time for s in group.sequences if s.first_token_time),
-                    default=None)
-        scheduled = min((s.first_scheduled_time for s in group.sequences
-                         if s.first_scheduled_time), default=None)
+        seqs = group.sequences
+        if len(seqs) == 1:
+            first, scheduled = seqs[0].first_token_time, seqs[0].first_scheduled_time
+        else:
+            first = min((s.first_token_time for s in seqs if s.first_token_time), default=None)
+            scheduled = min((s.first_scheduled_time for s in seqs if s.first_scheduled_time),
+                            default=None)
         return RequestOutput(
             request_id=group.request_id, prompt=group.prompt,
             prompt_token_ids=group.prompt_token_ids, outputs=completions, finished=finished,

@@ -87,6 +87,13 @@ class KVCacheManager:
         """Make the request's table cover ``num_tokens`` tokens (its first ``len(cached)``
         blocks taken from the prefix cache). Returns the new block ids, or None (and
         changes nothing) when the pool is short."""
+        table = self._tables.get(request_id)
+        if not cached and table is not None and len(table) * self.block_size >= num_tokens:
+            # the hot path of every decode step: the last block still has room
+            if self.enable_prefix_caching and \
+                    num_tokens // self.block_size > len(self._hashes.get(request_id, ())):
+                self._cache_full_blocks(request_id, token_ids, min(num_tokens, len(token_ids)))
+            return []
         if not self.can_allocate(request_id, num_tokens, cached):
             return None
         table = self._tables.setdefault(request_id, [])

@@ -40,7 +40,9 @@ class Request:
     max_tokens: int = 16             # resolved against max_model_len by the engine
     first_scheduled_time: float | None = None   # set once, on first admission
     first_token_time: float | None = None
-    # engine-side companions (sampling state, detokenizer, logprobs); opaque here
+    # engine-side companions (its user request, sampling state, detokenizer, logprobs)
+    group: Any = None
+    index: int = 0                   # which of the group's n samples
     sampling_state: Any = None
     detokenizer: Any = None
     logprobs: list | None = None

@@ -129,8 +129,13 @@ class Scheduler:
     # ---- helpers -------------------------------------------------------------------
     def _running_order(self) -> list[Request]:
         # decodes before partial prefills; within each, the policy's order
-        ordered = sorted(self.running, key=self._rank)
-        return sorted(ordered, key=lambda r: r.num_tokens - r.num_computed_tokens > 1)
+        if self.policy == "priority":
+            key = lambda r: (r.num_tokens - r.num_computed_tokens > 1,  # noqa: E731
+                             -r.priority, r.arrival_time)
+        else:
+            key = lambda r: (r.num_tokens - r.num_computed_tokens > 1,  # noqa: E731
+                             r.arrival_time)
+        return sorted(self.running, key=key)
 
     def _rank(self, request: Request):
         """Sort key: smaller runs (and is admitted) earlier and is preempted later."""

@@ -1,0 +1,80 @@
+"""Host (CPU) work per decode step at a given batch, on a tiny model on the CPU.
+
+The scheduler, input preparation and post-processing are the same code on CPU and GPU;
+this isolates them from the forward pass so they can be profiled anywhere:
+
+    python benchmarks/cpu/host_overhead.py [--batch 256] [--steps 64] [--profile]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--context", type=int, default=512)
+    ap.add_argument("--steps", type=int, default=64)
+    ap.add_argument("--output-kind", default="cumulative", choices=["cumulative", "final_only"])
+    ap.add_argument("--profile", action="store_true")
+    args = ap.parse_args()
+
+    from kubellm.runtime import LLM, SamplingParams
+    from tests.tiny_models import COMMON
+    import transformers
+    import torch
+    tmp = Path(tempfile.mkdtemp())
+    config = transformers.LlamaConfig(**{**COMMON, "vocab_size": 1024, "hidden_size": 32,
+                                         "intermediate_size": 64, "num_hidden_layers": 1,
+                                         "num_attention_heads": 2, "num_key_value_heads": 1,
+                                         "max_position_embeddings": 4096})
+    config.save_pretrained(tmp)
+    llm = LLM(str(tmp), load_format="dummy", skip_tokenizer_init=True,
+              max_num_seqs=args.batch, max_num_batched_tokens=args.batch * args.context,
+              num_kv_blocks=args.batch * (args.context + args.steps + 32) // 16 + 16)
+    engine = llm.engine
+    rng = random.Random(0)
+    params = SamplingParams(temperature=0, max_tokens=args.steps + 8, ignore_eos=True,
+                            detokenize=False, output_kind=args.output_kind)
+    for i in range(args.batch):
+        engine.add_request(str(i), [rng.randrange(3, 1000) for _ in range(args.context)], params)
+    while engine.scheduler.waiting or any(r.num_computed_tokens < r.num_tokens - 1
+                                          for r in engine.scheduler.running):
+        engine.step()
+    runner = engine.executor
+    engine.timings.update(schedule_s=0.0, execute_s=0.0, postprocess_s=0.0, steps=0)
+    runner.host_time_s = 0.0
+    profiler = None
+    if args.profile:
+        import cProfile
+        profiler = cProfile.Profile()
+        profiler.enable()
+    t0 = time.perf_counter()
+    for _ in range(args.steps):
+        engine.step()
+    wall = time.perf_counter() - t0
+    if profiler:
+        profiler.disable()
+        import pstats
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
+    t = engine.timings
+    per = lambda s: round(s / args.steps * 1e3, 3)  # noqa: E731
+    result = {"batch": args.batch, "context": args.context, "output_kind": args.output_kind,
+              "schedule_ms": per(t["schedule_s"]), "prepare_ms": per(runner.host_time_s),
+              "postprocess_ms": per(t["postprocess_s"]),
+              "host_ms": per(t["schedule_s"] + runner.host_time_s + t["postprocess_s"]),
+              "step_ms": per(wall), "torch_threads": torch.get_num_threads()}
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
