@@ -23,7 +23,7 @@ from kubellm.runtime.distributed import parallel_state as ps
 from kubellm.runtime.distributed.launcher import WorkerSupervisor
 from kubellm.runtime.distributed.pipeline import PipelineStage
 from kubellm.runtime.distributed.stage import describe_rank
-from kubellm.runtime.distributed.step_work import StepWork
+from kubellm.runtime.distributed.step_work import BlockTableDiffs, StepWork
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,7 @@ class DistributedExecutor:
         self.dtype = self.runner.dtype
         self._lock = threading.Lock()  # one control message at a time, steps included
         self._num_steps = 0
+        self._table_diffs = BlockTableDiffs()
         self._last_sent = time.monotonic()
         self._closed = False
         # Idle workers wait in a collective that would time out: keep them fed.
@@ -55,7 +56,8 @@ class DistributedExecutor:
 
     # ---- the engine's executor interface ---------------------------------------------
     def execute(self, out, block_tables):
-        work = StepWork.from_schedule(self._num_steps, out, block_tables, self.layout.pp_size)
+        work = StepWork.from_schedule(self._num_steps, out, block_tables, self.layout.pp_size,
+                                      self._table_diffs)
         self._num_steps += 1
         with self._lock:
             try:

@@ -14,7 +14,7 @@ import torch.distributed as dist
 
 from kubellm.runtime.attention.metadata import set_metadata
 from kubellm.runtime.distributed.layout import RankLayout
-from kubellm.runtime.distributed.step_work import StepWork
+from kubellm.runtime.distributed.step_work import BlockTableMirror, StepWork
 from kubellm.runtime.distributed.trace import StageTrace
 
 
@@ -25,16 +25,18 @@ class PipelineStage:
         self.layout = layout
         self.trace = trace
         self.hidden_size = runner.model.args.hidden_size
+        self.tables = BlockTableMirror()  # every StepWork must pass through run(), in order
 
     @torch.inference_mode()
     def run(self, work: StepWork) -> list[torch.Tensor]:
         """Runs every micro-batch; returns the float32 logits of each micro-batch's
         sampling rows when this rank is on the last stage (else [])."""
         layout, runner = self.layout, self.runner
+        block_tables = self.tables.rebuild(work)
         in_flight = []  # (work handle, tensor): a send's buffer must outlive the send
         logits = []
         for m in range(len(work.micro_batches)):
-            out, tables = work.scheduler_output(m)
+            out, tables = work.scheduler_output(m, block_tables)
             token_ids, positions, meta, rows = runner.prepare_inputs(out, tables)[:4]
             hidden = residual = None
             if not layout.is_first_stage:

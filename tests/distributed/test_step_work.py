@@ -4,6 +4,7 @@ single-process runner builds from the scheduler's full requests."""
 from __future__ import annotations
 
 import itertools
+import pickle
 import random
 
 import pytest
@@ -12,12 +13,14 @@ import torch
 from kubellm.runtime.config import EngineConfig
 from kubellm.runtime.config_sources import ConfigError
 from kubellm.runtime.distributed.layout import RankLayout, layer_partition
-from kubellm.runtime.distributed.step_work import StepWork, split_micro_batches
+from kubellm.runtime.distributed.step_work import (BlockTableDiffs, BlockTableMirror, StepWork,
+                                                  split_micro_batches)
+from kubellm.runtime.kv_cache import KVCacheManager
 from kubellm.runtime.model_runner import ModelRunner
 from kubellm.runtime.models.llama import LlamaArgs, LlamaForCausalLM
 from kubellm.runtime.request import Request
 from kubellm.runtime.sampling_params import SamplingParams
-from kubellm.runtime.scheduler import ScheduledRequest, SchedulerOutput
+from kubellm.runtime.scheduler import ScheduledRequest, Scheduler, SchedulerOutput
 
 
 def test_ranks_are_stage_major():
@@ -104,11 +107,14 @@ def _schedule() -> tuple[SchedulerOutput, list[list[int]]]:
 def test_step_work_rebuilds_the_runners_inputs(num_micro_batches):
     runner = _runner()
     out, tables = _schedule()
-    work = StepWork.from_schedule(7, out, tables, num_micro_batches)
+    work = StepWork.from_schedule(7, out, tables, num_micro_batches, BlockTableDiffs())
+    work = pickle.loads(pickle.dumps(work))  # what broadcast_object_list does to it
     assert work.samples == [True, True, True, False, True]
+    rebuilt_tables = BlockTableMirror().rebuild(work)
+    assert rebuilt_tables == tables
     for m, (lo, hi) in enumerate(work.micro_batches):
         direct = runner.prepare_inputs(SchedulerOutput(out.scheduled[lo:hi]), tables[lo:hi])
-        received, received_tables = work.scheduler_output(m)
+        received, received_tables = work.scheduler_output(m, rebuilt_tables)
         rebuilt = runner.prepare_inputs(received, received_tables)
         for a, b in zip(direct[:2], rebuilt[:2]):           # token ids, positions
             assert torch.equal(a, b)
@@ -118,3 +124,39 @@ def test_step_work_rebuilds_the_runners_inputs(num_micro_batches):
         assert torch.equal(torch.as_tensor(direct[3]), torch.as_tensor(rebuilt[3]))  # rows
         assert work.num_samples(m) == sum(s.samples for s in out.scheduled[lo:hi])
         assert work.num_tokens(m) == sum(s.num_new_tokens for s in out.scheduled[lo:hi])
+
+
+def test_block_table_diffs_rebuild_every_table_through_preemption_and_id_reuse():
+    """A real scheduler on a pool far too small: tables grow, are freed by preemption and
+    rebuilt (prefix-cache hits included), sequences sit steps out, finished ids come
+    back as new requests. Each rank's rebuilt tables must equal the driver's, every step,
+    while most steps send only new blocks."""
+    kv = KVCacheManager(num_blocks=12, block_size=2)
+    scheduler = Scheduler(kv, 10, 6, "fcfs", 4)
+    diffs, mirror = BlockTableDiffs(), BlockTableMirror()
+    rng = random.Random(1)
+    ids = itertools.cycle([f"r{i}" for i in range(5)])
+    num_steps = sent_whole = sent_diff = preempted = 0
+    for round_ in range(8):
+        for _ in range(3):
+            rid = next(ids)
+            if scheduler.get(rid) is None:  # a finished id comes back as a new request
+                prompt = [7, 7, 7, 7] + [rng.randrange(100) for _ in range(rng.randint(1, 6))]
+                request = Request(rid, prompt, SamplingParams())
+                request.max_tokens = rng.randint(2, 8)
+                scheduler.add_request(request)
+        while scheduler.has_unfinished():
+            out = scheduler.schedule()
+            tables = [list(kv.block_table(s.request.request_id)) for s in out.scheduled]
+            work = StepWork.from_schedule(num_steps, out, tables, 2, diffs)
+            assert mirror.rebuild(pickle.loads(pickle.dumps(work))) == tables
+            sent_whole += sum(whole for whole, _ in work.table_updates)
+            sent_diff += sum(not whole for whole, _ in work.table_updates)
+            preempted += len(out.preempted)
+            num_steps += 1
+            sampled = {s.request.request_id: 3 for s in out.scheduled if s.samples}
+            for r in scheduler.update(out, sampled):
+                if r.num_output_tokens >= r.max_tokens:
+                    scheduler.finish_request(r, "length")
+    assert preempted > 0 and kv.prefix_hits > 0
+    assert sent_diff > sent_whole
