@@ -28,6 +28,7 @@ def main() -> int:
     args = ap.parse_args()
 
     from kubellm.runtime import LLM, SamplingParams
+    from kubellm.runtime.bench.steady import fill_until_decoding, host_ms_per_step
     from tests.tiny_models import COMMON
     import transformers
     import torch
@@ -44,14 +45,8 @@ def main() -> int:
     rng = random.Random(0)
     params = SamplingParams(temperature=0, max_tokens=args.steps + 8, ignore_eos=True,
                             detokenize=False, output_kind=args.output_kind)
-    for i in range(args.batch):
-        engine.add_request(str(i), [rng.randrange(3, 1000) for _ in range(args.context)], params)
-    while engine.scheduler.waiting or any(r.num_computed_tokens < r.num_tokens - 1
-                                          for r in engine.scheduler.running):
-        engine.step()
-    runner = engine.executor
-    engine.timings.update(schedule_s=0.0, execute_s=0.0, postprocess_s=0.0, steps=0)
-    runner.host_time_s = 0.0
+    fill_until_decoding(engine, {str(i): [rng.randrange(3, 1000) for _ in range(args.context)]
+                                 for i in range(args.batch)}, params)
     profiler = None
     if args.profile:
         import cProfile
@@ -65,13 +60,10 @@ def main() -> int:
         profiler.disable()
         import pstats
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
-    t = engine.timings
-    per = lambda s: round(s / args.steps * 1e3, 3)  # noqa: E731
     result = {"batch": args.batch, "context": args.context, "output_kind": args.output_kind,
-              "schedule_ms": per(t["schedule_s"]), "prepare_ms": per(runner.host_time_s),
-              "postprocess_ms": per(t["postprocess_s"]),
-              "host_ms": per(t["schedule_s"] + runner.host_time_s + t["postprocess_s"]),
-              "step_ms": per(wall), "torch_threads": torch.get_num_threads()}
+              **host_ms_per_step(engine, args.steps),
+              "step_ms": round(wall / args.steps * 1e3, 3),
+              "torch_threads": torch.get_num_threads()}
     print(json.dumps(result))
     return 0
 

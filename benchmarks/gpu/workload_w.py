@@ -99,37 +99,26 @@ def run_ours(model_dir, prompts) -> tuple[dict, object]:
 def decode_rate(llm, batch: int, context: int, steps: int = 32) -> dict:
     """Steady decode at ``batch`` sequences of ``context`` tokens: tok/s and host share."""
     from kubellm.runtime import SamplingParams
+    from kubellm.runtime.bench.steady import fill_until_decoding, host_ms_per_step
     engine = llm.engine
     rng = random.Random(batch * 7 + context)
     params = SamplingParams(temperature=0, max_tokens=steps + 4, ignore_eos=True,
                             detokenize=False)
-    for i in range(batch):
-        engine.add_request(f"d{batch}-{context}-{i}",
-                           [rng.randrange(1000, 128000) for _ in range(context)], params)
-    # prefill until every sequence decodes
-    while engine.scheduler.waiting or any(r.num_computed_tokens < r.num_tokens - 1
-                                          for r in engine.scheduler.running):
-        engine.step()
-    runner = engine.executor
-    engine.timings.update(schedule_s=0.0, execute_s=0.0, postprocess_s=0.0, steps=0)
-    runner.host_time_s = 0.0
+    ids = [f"d{batch}-{context}-{i}" for i in range(batch)]
+    fill_until_decoding(engine, {i: [rng.randrange(1000, 128000) for _ in range(context)]
+                                 for i in ids}, params)
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     for _ in range(steps):
         engine.step()
     torch.cuda.synchronize()
     wall = time.perf_counter() - t0
-    t = engine.timings
-    host = t["schedule_s"] + t["postprocess_s"] + runner.host_time_s
-    for i in range(batch):
-        engine.abort_request(f"d{batch}-{context}-{i}")
+    host = host_ms_per_step(engine, steps)
+    for i in ids:
+        engine.abort_request(i)
     return {"batch": batch, "context": context, "decode_tok_s": round(batch * steps / wall, 1),
-            "step_ms": round(wall / steps * 1e3, 3),
-            "host_ms_per_step": round(host / steps * 1e3, 3),
-            "host_fraction": round(host / wall, 4),
-            "schedule_ms": round(t["schedule_s"] / steps * 1e3, 3),
-            "prepare_ms": round(runner.host_time_s / steps * 1e3, 3),
-            "postprocess_ms": round(t["postprocess_s"] / steps * 1e3, 3)}
+            "step_ms": round(wall / steps * 1e3, 3), "host_ms_per_step": host["host_ms"],
+            "host_fraction": round(host["host_ms"] / (wall / steps * 1e3), 4), **host}
 
 
 def run_hf(model_dir, prompts, batch_size=64) -> dict:

@@ -2,35 +2,10 @@
 ``llama3`` frequency scaling of Llama 3.1+ and the ``linear`` / ``default`` kinds."""
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import nn
 
-
-def rope_inverse_frequencies(head_dim: int, base: float, scaling: dict | None) -> torch.Tensor:
-    inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
-    kind = (scaling or {}).get("rope_type", (scaling or {}).get("type", "default"))
-    if kind == "default":
-        return inv_freq
-    if kind == "linear":
-        return inv_freq / scaling["factor"]
-    if kind == "llama3":
-        return _llama3_scaled(inv_freq, scaling)
-    raise ValueError(f"rope_scaling type {kind!r} is not supported")
-
-
-def _llama3_scaled(inv_freq: torch.Tensor, s: dict) -> torch.Tensor:
-    factor, low, high = s["factor"], s["low_freq_factor"], s["high_freq_factor"]
-    old_len = s["original_max_position_embeddings"]
-    low_wavelen, high_wavelen = old_len / low, old_len / high
-    wavelen = 2 * math.pi / inv_freq
-    # long wavelengths are slowed by ``factor``, short ones kept, the middle interpolated
-    scaled = torch.where(wavelen > low_wavelen, inv_freq / factor, inv_freq)
-    smooth = (old_len / wavelen - low) / (high - low)
-    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
-    is_medium = (wavelen >= high_wavelen) & (wavelen <= low_wavelen)
-    return torch.where(is_medium, smoothed, scaled)
+from kubellm.kernels.rope_cache import build_cos_sin_cache
 
 
 class RotaryEmbedding(nn.Module):
@@ -43,9 +18,8 @@ class RotaryEmbedding(nn.Module):
 
     def build_cache(self, device) -> torch.Tensor:
         """[max_position, head_dim] fp32: cos in the first half, sin in the second."""
-        inv_freq = rope_inverse_frequencies(self.head_dim, self.base, self.scaling)
-        freqs = torch.outer(torch.arange(self.max_position, dtype=torch.float32), inv_freq)
-        return torch.cat([freqs.cos(), freqs.sin()], -1).to(device)
+        return build_cos_sin_cache(self.head_dim, self.max_position, self.base, self.scaling,
+                                   device=device)
 
     def forward(self, positions, q, k):
         """q: [T, Hq, D], k: [T, Hkv, D] -> rotated (new tensors)."""

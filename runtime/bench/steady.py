@@ -1,0 +1,24 @@
+"""Driving an engine into steady decode, for benchmarks that time decode steps alone."""
+from __future__ import annotations
+
+
+def fill_until_decoding(engine, requests: dict, params) -> None:
+    """Add ``requests`` (id -> prompt token ids), step until every one of them decodes
+    (no prefill left), then zero the engine's host-time counters."""
+    for request_id, prompt in requests.items():
+        engine.add_request(request_id, prompt, params)
+    while engine.scheduler.waiting or any(r.num_computed_tokens < r.num_tokens - 1
+                                          for r in engine.scheduler.running):
+        engine.step()
+    engine.timings.update(schedule_s=0.0, execute_s=0.0, postprocess_s=0.0, steps=0)
+    engine.executor.host_time_s = 0.0
+
+
+def host_ms_per_step(engine, steps: int) -> dict:
+    """The counters since ``fill_until_decoding``, per step, in milliseconds."""
+    t = engine.timings
+    prepare = engine.executor.host_time_s
+    per = lambda s: round(s / steps * 1e3, 3)  # noqa: E731
+    return {"schedule_ms": per(t["schedule_s"]), "prepare_ms": per(prepare),
+            "postprocess_ms": per(t["postprocess_s"]),
+            "host_ms": per(t["schedule_s"] + prepare + t["postprocess_s"])}
