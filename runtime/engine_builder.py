@@ -24,14 +24,22 @@ def resolve_model_dir(config: EngineConfig) -> str:
         return default_model_path()
     if os.path.isdir(config.model):
         return config.model
-    # a Hugging Face id: use the local hub cache only (pods download with their own
-    # tooling into a volume; this process never fetches weights)
+    # a Hugging Face id: the local hub cache first, then the hub (unless HF_HUB_OFFLINE);
+    # pods point HF_HOME at a volume so that a restart does not download again
+    from huggingface_hub import snapshot_download
+    patterns = ["*.json", "*.safetensors", "tokenizer*", "*.model", "*.txt"]
+    revision = os.environ.get("KUBELLM_REVISION") or None
     try:
-        from huggingface_hub import snapshot_download
-        return snapshot_download(config.model, local_files_only=True)
+        return snapshot_download(config.model, revision=revision, local_files_only=True,
+                                 allow_patterns=patterns)
     except Exception:
-        raise ConfigError("model", f"{config.model!r} is neither a directory nor a model in "
-                                   "the local Hugging Face cache") from None
+        pass
+    try:
+        return snapshot_download(config.model, revision=revision, allow_patterns=patterns)
+    except Exception as exc:
+        raise ConfigError("model", f"{config.model!r} is neither a directory nor a model "
+                                   f"that could be fetched from the Hugging Face hub "
+                                   f"({type(exc).__name__})") from None
 
 
 def resolve_device(config: EngineConfig) -> torch.device:

@@ -69,3 +69,11 @@ def test_cli_exits_2_naming_the_field():
                            "--block-size", "-1"], capture_output=True, text=True)
     assert proc.returncode == 2
     assert "block_size" in proc.stderr
+
+
+def test_unknown_model_id_offline_names_the_model(monkeypatch, tmp_path):
+    from kubellm.runtime.engine_builder import resolve_model_dir
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    with pytest.raises(ConfigError, match="no-such-org/no-such-model"):
+        resolve_model_dir(EngineConfig(model="no-such-org/no-such-model"))
