@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import threading
 import time
 
@@ -20,7 +21,8 @@ import torch
 import torch.distributed as dist
 
 from kubellm.runtime.distributed import parallel_state as ps
-from kubellm.runtime.distributed.launcher import WorkerSupervisor
+from kubellm.runtime.distributed import rendezvous
+from kubellm.runtime.distributed.launcher import WorkerSupervisor, run_worker_node
 from kubellm.runtime.distributed.pipeline import PipelineStage
 from kubellm.runtime.distributed.stage import describe_rank
 from kubellm.runtime.distributed.step_work import BlockTableDiffs, StepWork
@@ -137,11 +139,7 @@ class DistributedExecutor:
 def build_distributed_engine(engine_cls, config):
     """The engine of a TP x PP model, or — on a node other than 0 — never returns: runs
     the node's workers and exits with their status."""
-    import os
-
-    from kubellm.runtime.distributed import rendezvous
-    from kubellm.runtime.distributed.driver import build_driver_engine
-    from kubellm.runtime.distributed.launcher import run_worker_node
+    from kubellm.runtime.distributed.driver import build_driver_engine  # it imports us
 
     node = rendezvous.from_environ(os.environ, config.tensor_parallel_size,
                                    config.pipeline_parallel_size)

@@ -3,7 +3,8 @@
 A stage receives a micro-batch's (hidden, residual) from the previous stage, runs its
 layers (TP ranks all-reduce inside them) and sends the result on without waiting, so it
 starts micro-batch m+1 while the next stage still works on m. The last stage turns the
-sampling rows into logits; its TP rank 0 sends them to the driver, which samples.
+sampling rows into logits; once the step's micro-batches are through, its TP rank 0
+sends them to the driver in one message, and the driver samples.
 """
 from __future__ import annotations
 
@@ -53,25 +54,27 @@ class PipelineStage:
             if not layout.is_last_stage:
                 sent = torch.stack([hidden, residual])
                 in_flight.append((dist.isend(sent, dst=layout.next_stage_rank), sent))
-            elif work.num_samples(m):
-                part = self.model.compute_logits(hidden[rows]).float()
-                if layout.is_driver:
-                    logits.append(part)
-                elif layout.tp_rank == 0:
-                    in_flight.append((dist.isend(part, dst=0), part))
+            elif work.num_samples(m):  # every TP rank: compute_logits all-gathers
+                logits.append(self.model.compute_logits(hidden[rows]).float())
             if self.trace is not None:
                 self.trace.record(work.step, m, began, time.time())
+        if logits and layout.is_last_stage and not layout.is_driver and layout.tp_rank == 0:
+            # After the last receive, not per micro-batch: with NCCL both directions
+            # between this rank and the driver share one stream, and a logits send
+            # queued before the driver's next activations would wait for each other.
+            sent = torch.cat(logits)
+            in_flight.append((dist.isend(sent, dst=0), sent))
         for handle, _ in in_flight:
             handle.wait()
-        return logits
+        return logits if layout.is_driver else []
 
     def receive_logits(self, work: StepWork, vocab_size: int) -> list[torch.Tensor]:
-        """Driver side of a multi-stage pipeline: the last stage's logits, in order."""
-        parts = []
-        for m in range(len(work.micro_batches)):
-            if work.num_samples(m):
-                part = torch.empty(work.num_samples(m), vocab_size, dtype=torch.float32,
-                                   device=self.runner.device)
-                dist.recv(part, src=self.layout.last_stage_leader)
-                parts.append(part)
-        return parts
+        """Driver side of a multi-stage pipeline: the last stage's logits of the
+        sampling rows, in order, in one message."""
+        num_rows = sum(work.samples)
+        if not num_rows:
+            return []
+        logits = torch.empty(num_rows, vocab_size, dtype=torch.float32,
+                             device=self.runner.device)
+        dist.recv(logits, src=self.layout.last_stage_leader)
+        return [logits]
