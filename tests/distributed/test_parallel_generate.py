@@ -22,6 +22,12 @@ PARAMS = [GREEDY] * 5 + [SEEDED]
 ENGINE = {"dtype": "float32", "device": "cpu", "block_size": 4, "num_kv_blocks": 14,
           "max_model_len": 56, "max_num_batched_tokens": 40, "enable_prefix_caching": True}
 
+# One KV block of one layer: K and V, 4 tokens, 2 KV heads of 16 floats.
+BLOCK_LAYER_BYTES = 2 * 4 * 2 * 16 * 4
+# The uneven pipeline sizes its pool from memory instead: stage 0 (3 layers) fits 14
+# blocks, stage 1 (1 layer) 42; every rank must get the smaller pool.
+UNEVEN_KV_GB = 14 * 3 * BLOCK_LAYER_BYTES / 2**30
+
 # (family, tensor, pipeline, layers per stage or None for the even split)
 LAYOUTS = [("llama-4layers", 2, 1, None),
            ("llama-4layers", 1, 2, "3,1"),
@@ -39,11 +45,11 @@ def run(tiny_model_factory, tmp_path_factory):
     def run_once(family: str, tp: int, pp: int, partition: str | None) -> dict:
         tmp = tmp_path_factory.mktemp(f"{family}-tp{tp}-pp{pp}")
         env = {"KUBELLM_PIPELINE_TRACE": str(tmp / "trace")}
-        if partition:
+        engine = {**ENGINE, "tensor_parallel_size": tp, "pipeline_parallel_size": pp}
+        if partition == "3,1":
             env["KUBELLM_PP_LAYER_PARTITION"] = partition
-        result = run_llm_job(tmp, tiny_model_factory(family),
-                             {**ENGINE, "tensor_parallel_size": tp,
-                              "pipeline_parallel_size": pp}, PROMPTS, PARAMS, env)
+            engine.update(num_kv_blocks=None, cpu_kv_cache_gb=UNEVEN_KV_GB)
+        result = run_llm_job(tmp, tiny_model_factory(family), engine, PROMPTS, PARAMS, env)
         result["trace_dir"] = str(tmp / "trace")
         return result
     return run_layout
@@ -92,6 +98,12 @@ def test_each_rank_holds_only_its_shard(run):
         # this stage's KV cache: its 2 layers, 1 local KV head of 16
         assert held["num_kv_caches"] == 2 * 2
         assert held["kv_cache_shape"][1:] == [4, 1, 16]
+
+
+def test_kv_pool_is_what_the_fullest_stage_fits(run):
+    ranks = _by_rank(run("llama-4layers", 1, 2, "3,1"))
+    assert [ranks[r]["num_kv_caches"] for r in (0, 1)] == [2 * 3, 2 * 1]
+    assert [ranks[r]["kv_cache_shape"][0] for r in (0, 1)] == [14, 14]
 
 
 def test_kv_heads_replicated_when_ranks_outnumber_them(run):
