@@ -50,6 +50,7 @@ class DistributedExecutor:
         self._table_diffs = BlockTableDiffs()
         self._last_sent = time.monotonic()
         self._closed = False
+        self._is_mid_step = False
         # Idle workers wait in a collective that would time out: keep them fed.
         self._heartbeat_s = max(1.0, timeout_s / 4)
         threading.Thread(target=self._heartbeat, name="kubellm-dist-heartbeat",
@@ -62,11 +63,13 @@ class DistributedExecutor:
                                       self._table_diffs)
         self._num_steps += 1
         with self._lock:
+            self._is_mid_step = True  # stays set if an interrupt leaves the step half done
             try:
                 self._send(work)
                 logits = self.stage.run(work)
                 if self.layout.pp_size > 1:
                     logits = self.stage.receive_logits(work, self.vocab_size)
+                self._is_mid_step = False
             except Exception as exc:
                 log.exception("distributed step %d failed", work.step)
                 self.supervisor.abort_after_error(f"step {work.step} failed on the driver: "
@@ -106,12 +109,16 @@ class DistributedExecutor:
             self.supervisor.stop(grace_s=0.0)
             return
         try:
-            self._send(SHUTDOWN)
-        except Exception:  # a worker already gone: stop() below kills the rest
-            log.warning("could not send shutdown to the workers", exc_info=True)
-        finally:
-            self.supervisor.stop()
+            if self._is_mid_step:  # workers wait inside that step and would never hear us
+                self.supervisor.stop(grace_s=0.0)
+            else:
+                try:
+                    self._send(SHUTDOWN)
+                except Exception:  # a worker already gone: stop() kills the rest
+                    log.warning("could not send shutdown to the workers", exc_info=True)
+                self.supervisor.stop()
             ps.destroy()
+        finally:
             self._lock.release()
 
     def _send(self, message) -> None:

@@ -12,6 +12,7 @@ import argparse
 import json
 import logging
 import os
+import signal
 import sys
 import threading
 import time
@@ -41,6 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s "
                                                    "%(name)s: %(message)s")
     _exit_with_parent()
+    # Ctrl-C reaches the whole process group; the driver decides how to stop (a server
+    # drains first) and then tells us
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     local_config = EngineConfig(**json.loads(args.config_json))
     node = rendezvous.from_environ(os.environ, local_config.tensor_parallel_size,
                                    local_config.pipeline_parallel_size)
