@@ -191,6 +191,10 @@ async def test_replicas_follow_the_queue_up_and_back_down(cluster, tmp_path):
             await wait_for(lambda: fleet.replicas() == 1, 30, "scale-down to 1", tmp_path)
             # Not before the down-stabilization window of idle samples.
             assert time.time() - idle_since >= AUTOSCALING["scaleDownStabilizationSeconds"]
+            # the scale patch lands before the same tick's status write: wait for the latter
+            await wait_for(lambda: condition(kmock, "llm")["reason"] in
+                           {"ScaledDown", "WithinTarget"}, 10, "the ScaledDown condition",
+                           tmp_path)
     finally:
         fleet_task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
