@@ -2,6 +2,7 @@
 non-zero — promptly, never hanging in a collective."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -27,9 +28,16 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def _local_rank(pid: int) -> int:
-    env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    return int(next(v for v in env if v.startswith(b"KUBELLM_LOCAL_RANK=")).split(b"=")[1])
+def _workers(pid: int) -> dict[int, int]:
+    """Local rank -> pid of the worker processes ``pid`` started."""
+    found = {}
+    for child in _children(pid):
+        env = Path(f"/proc/{child}/environ").read_bytes().split(b"\0")
+        rank = next((v.split(b"=")[1] for v in env if v.startswith(b"KUBELLM_LOCAL_RANK=")),
+                    None)
+        if rank is not None:
+            found[int(rank)] = child
+    return found
 
 
 def _is_gone(pid: int) -> bool:
@@ -55,7 +63,7 @@ def test_server_exits_nonzero_when_a_worker_dies(tiny_model_dir, monkeypatch):
                           "--dtype", "float32")
     try:
         server.wait_ready()
-        [worker] = _children(server.proc.pid)
+        [worker] = _workers(server.proc.pid).values()
         first_chunk = threading.Event()
 
         def stream():
@@ -89,6 +97,7 @@ def test_generate_stops_every_rank_when_one_dies(tiny_model_factory, tmp_path):
     driver = subprocess.Popen(cmd, env={**os.environ, **DIST_ENV,
                                         "KUBELLM_PIPELINE_TRACE": str(trace)},
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    workers: dict[int, int] = {}
     try:
         # decoding has begun once the last stage has recorded a few steps
         _wait_for(lambda: (trace / "rank2.jsonl").exists() and
@@ -97,7 +106,7 @@ def test_generate_stops_every_rank_when_one_dies(tiny_model_factory, tmp_path):
         ranks = {json.loads((trace / f"rank{r}.jsonl").read_text().splitlines()[0])["rank"]
                  for r in (1, 2)}
         assert ranks == {1, 2}
-        workers = {_local_rank(pid): pid for pid in _children(driver.pid)}
+        workers = _workers(driver.pid)
         assert set(workers) == {1, 2}
         os.kill(workers[1], signal.SIGKILL)
         _, stderr = driver.communicate(timeout=EXIT_WITHIN_S)
@@ -108,15 +117,9 @@ def test_generate_stops_every_rank_when_one_dies(tiny_model_factory, tmp_path):
         if driver.poll() is None:
             driver.kill()
             driver.wait()
-        for pid in _children_if_alive(driver.pid):
-            os.kill(pid, signal.SIGKILL)
-
-
-def _children_if_alive(pid: int) -> list[int]:
-    try:
-        return _children(pid)
-    except FileNotFoundError:
-        return []
+        for pid in workers.values():  # only if the test failed before they were stopped
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 if sys.platform != "linux":  # /proc is how the tests find the worker processes
