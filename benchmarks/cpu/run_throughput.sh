@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# CPU regression guard (BENCHMARKS.md): our engine against transformers generate() on the
+# same prompts in the same run, on the tiny random Llama the tests use.
+#   bash benchmarks/cpu/run_throughput.sh [OUT_DIR]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+out=${1:-benchmarks/results/cpu}
+mkdir -p "$out"
+model=$(mktemp -d)
+python - "$model" <<'PY'
+import sys
+from pathlib import Path
+from kubellm.runtime.default_model import default_model_path
+from tests.tiny_models import write_tiny_model
+write_tiny_model("llama", Path(sys.argv[1]), default_model_path())
+PY
+cmd=(kubellm bench throughput --model "$model" --num-prompts 64 --input-len 32
+     --input-len-max 256 --output-len 64 --compare-hf --hf-batch-size 16 --json)
+echo "${cmd[*]}" > "$out/throughput.cmd"
+"${cmd[@]}" 2>/dev/null | tee "$out/throughput.log"
+tail -n 1 "$out/throughput.log" > "$out/throughput.json"
