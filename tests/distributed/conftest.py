@@ -1,9 +1,11 @@
-"""Running multi-process engines (CPU, gloo) from tests: each in its own process tree,
-always under a timeout so that a hang fails the test instead of stalling CI."""
+"""Running multi-process engines (CPU, gloo) from tests — each in its own process tree,
+always under a timeout so that a hang fails the test instead of stalling CI — and
+reading a pod's env the way Kubernetes fills it in."""
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -27,3 +29,18 @@ def run_llm_job(tmp_path: Path, model: str, engine: dict, prompts, params,
     if proc.returncode != 0:
         pytest.fail(f"{name} exited with {proc.returncode}:\n{proc.stderr[-6000:]}")
     return json.loads(result.read_text())
+
+
+def pod_env(container: dict, labels: dict, injected: dict) -> dict[str, str]:
+    """What the container sees: literal values with $(VAR) expanded, label fieldRefs."""
+    env = dict(injected)
+    for var in container["env"]:
+        if "value" in var:
+            env[var["name"]] = re.sub(r"\$\((\w+)\)", lambda m: env.get(m[1], m[0]),
+                                      var["value"])
+            continue
+        path = var["valueFrom"].get("fieldRef", {}).get("fieldPath", "")
+        label = re.fullmatch(r"metadata\.labels\['(.+)'\]", path)
+        if label:
+            env[var["name"]] = labels[label[1]]
+    return env

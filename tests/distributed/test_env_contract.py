@@ -5,7 +5,6 @@ master, and only node 0 may hold the driver (rank 0)."""
 from __future__ import annotations
 
 import dataclasses
-import re
 
 import pytest
 
@@ -16,6 +15,7 @@ from kubellm.operator.validation import defaulted_spec
 from kubellm.runtime.config import EngineConfig
 from kubellm.runtime.config_sources import ConfigError
 from kubellm.runtime.distributed import rendezvous
+from tests.distributed.conftest import pod_env
 
 NAMESPACE = "ns"
 SPEC = {"model": {"source": {"huggingFace": "org/model"}},
@@ -26,21 +26,6 @@ def _children(lws: bool) -> list[dict]:
     cr = {"apiVersion": "kubellm.io/v1alpha1", "kind": "LLMDeployment",
           "metadata": {"name": "m", "namespace": NAMESPACE, "uid": "u"}, "spec": SPEC}
     return build_children(cr, defaulted_spec(SPEC), image="img", lws_available=lws)
-
-
-def _resolve_env(container: dict, labels: dict, injected: dict) -> dict[str, str]:
-    """What the container sees: literal values with $(VAR) expanded, label fieldRefs."""
-    env = dict(injected)
-    for var in container["env"]:
-        if "value" in var:
-            env[var["name"]] = re.sub(r"\$\((\w+)\)", lambda m: env.get(m[1], m[0]),
-                                      var["value"])
-            continue
-        path = var["valueFrom"].get("fieldRef", {}).get("fieldPath", "")
-        label = re.fullmatch(r"metadata\.labels\['(.+)'\]", path)
-        if label:
-            env[var["name"]] = labels[label[1]]
-    return env
 
 
 def _engine_config(container: dict, env: dict) -> EngineConfig:
@@ -61,7 +46,7 @@ def _statefulset_groups() -> list[list[tuple[dict, dict, str]]]:
             labels = {**template["metadata"]["labels"],
                       names.STATEFULSET_INDEX_LABEL: str(ordinal)}
             container = template["spec"]["containers"][0]
-            pods.append((container, _resolve_env(container, labels, {}),
+            pods.append((container, pod_env(container, labels, {}),
                          f"{name}-{ordinal}.{service}.{NAMESPACE}.svc"))
         groups.append(pods)
     return groups
@@ -83,7 +68,7 @@ def _leader_worker_set_groups() -> list[list[tuple[dict, dict, str]]]:
             labels = {**template["metadata"]["labels"],
                       names.LWS_WORKER_INDEX_LABEL: str(index)}
             container = template["spec"]["containers"][0]
-            pods.append((container, _resolve_env(container, labels, injected),
+            pods.append((container, pod_env(container, labels, injected),
                          leader_dns if index == 0 else f"{leader_dns}-{index}"))
         groups.append(pods)
     return groups

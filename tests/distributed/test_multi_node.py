@@ -16,8 +16,7 @@ import httpx
 from kubellm.operator import rendezvous as names
 from kubellm.runtime import LLM, SamplingParams
 from kubellm.runtime.distributed.rendezvous import free_port
-from tests.distributed.conftest import DIST_ENV
-from tests.distributed.test_env_contract import _resolve_env
+from tests.distributed.conftest import DIST_ENV, pod_env
 
 SPEC = {"model": {"source": {"huggingFace": "org/model"}},
         "parallelism": {"tensor": 1, "pipeline": 2, "gpusPerNode": 1}, "replicas": 1}
@@ -33,7 +32,7 @@ def _pods() -> list[tuple[list[str], dict[str, str]]]:
                                        lws_available=False) if c["kind"] == "StatefulSet"]
     template = sts["spec"]["template"]
     container = template["spec"]["containers"][0]
-    return [(container["args"], _resolve_env(container, {
+    return [(container["args"], pod_env(container, {
         **template["metadata"]["labels"], names.STATEFULSET_INDEX_LABEL: str(i)}, {}))
         for i in range(sts["spec"]["replicas"])]
 
