@@ -1,6 +1,6 @@
 """Which tensor-parallel and pipeline-parallel rank this process is, and the groups.
 
-Single-process runs never call ``init_parallel`` and see TP = PP = 1, so layers can ask
+Single-process runs never call ``initialize`` and see TP = PP = 1, so layers can ask
 these functions unconditionally.
 """
 from __future__ import annotations
