@@ -127,13 +127,32 @@ def assemble_engine(engine_cls, config: EngineConfig, tokenizer, executor, runne
     return engine_cls(config, tokenizer, executor, kv, scheduler, eos, name, model_dir)
 
 
+def _sliding_window(hf_config) -> int | None:
+    """The attention window the checkpoint was trained with, if it uses one."""
+    window = getattr(hf_config, "sliding_window", None)
+    if not window:
+        return None
+    if hf_config.model_type in ("qwen2", "qwen3") and \
+            not getattr(hf_config, "use_sliding_window", False):
+        return None
+    return int(window)
+
+
 def _resolve_max_model_len(config: EngineConfig, hf_config) -> int:
     model_max = hf_config.max_position_embeddings
+    window = _sliding_window(hf_config)
+    if window is not None and window < model_max:
+        # our attention is full causal; within the window the two agree exactly
+        log.warning("the model uses sliding-window attention (%d tokens), which kubellm "
+                    "does not implement: max_model_len is capped at the window", window)
+        model_max = window
     if config.max_model_len is None:
         return model_max
     if config.max_model_len > model_max:
+        limit = "sliding window" if window is not None and window == model_max \
+            else "max_position_embeddings"
         raise ConfigError("max_model_len", f"{config.max_model_len} exceeds the model's "
-                                           f"max_position_embeddings ({model_max})")
+                                           f"{limit} ({model_max})")
     return config.max_model_len
 
 

@@ -77,3 +77,20 @@ def test_unknown_model_id_offline_names_the_model(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HOME", str(tmp_path))
     with pytest.raises(ConfigError, match="no-such-org/no-such-model"):
         resolve_model_dir(EngineConfig(model="no-such-org/no-such-model"))
+
+
+@pytest.mark.parametrize("model_type, extra, expected", [
+    ("mistral", {"sliding_window": 256}, 256),
+    ("mistral", {"sliding_window": None}, 1024),
+    ("qwen2", {"sliding_window": 256, "use_sliding_window": False}, 1024),
+    ("qwen2", {"sliding_window": 256, "use_sliding_window": True}, 256),
+])
+def test_sliding_window_models_are_capped_at_their_window(model_type, extra, expected):
+    """Full causal attention equals sliding-window attention only inside the window."""
+    from types import SimpleNamespace
+
+    from kubellm.runtime.engine_builder import _resolve_max_model_len
+    hf = SimpleNamespace(model_type=model_type, max_position_embeddings=1024, **extra)
+    assert _resolve_max_model_len(EngineConfig(), hf) == expected
+    with pytest.raises(ConfigError, match="max_model_len"):
+        _resolve_max_model_len(EngineConfig(max_model_len=expected + 1), hf)
