@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Everything that needs the GPU, in one command (run through the device tool):
 #   bash benchmarks/gpu/run_all.sh            # tests + kernel bench + workload W + peer
+#   STAGES="serve" bash benchmarks/gpu/run_all.sh   # serving benchmark (issue 4); needs
+#     .serve-bench/{tokenizer,whl} carried: the SmolLM2 tokenizer files and wheels of what
+#     the GPU image lacks (see benchmarks/serving/README.md)
+#   STAGES="multi" bash benchmarks/gpu/run_all.sh   # TP/PP on 2+ GPUs (NCCL)
 # Results land in $OUT (JSON, PNG, logs).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -19,5 +23,10 @@ for stage in $STAGES; do
                | tee "$OUT/kernels.log" | tail -20 ;;
     w)       python3 benchmarks/gpu/workload_w.py --out "$OUT" --compare-hf 2>&1 \
                | tee "$OUT/workload_w.log" | grep -v Warning | tail -20 ;;
+    serve)   bash benchmarks/serving/run_h200.sh "$OUT" .serve-bench/tokenizer .serve-bench/whl \
+               -- --request-rates 4,16,inf --num-prompts 64 --max-model-len 2048 \
+               --max-num-seqs 128 2>&1 | tail -20 ;;
+    multi)   NCCL_NVLS_ENABLE=0 python3 -m pytest -m gpu tests/distributed -q \
+               -p no:cacheprovider 2>&1 | tee "$OUT/multi_gpu_tests.log" | tail -20 ;;
   esac
 done
