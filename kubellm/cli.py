@@ -20,7 +20,9 @@ SUBCOMMANDS = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kubellm", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="kubellm", description="kubellm: LLM serving on Kubernetes — the inference "
+                                    "engine, its OpenAI-compatible server and the operator")
     parser.add_argument("--version", action="version", version=_version())
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module_name in SUBCOMMANDS.values():
