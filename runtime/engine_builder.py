@@ -123,7 +123,8 @@ def assemble_engine(engine_cls, config: EngineConfig, tokenizer, executor, runne
     kv = KVCacheManager(num_blocks, config.block_size, config.enable_prefix_caching)
     scheduler = Scheduler(kv, config.max_num_batched_tokens, config.max_num_seqs,
                           config.scheduling_policy, config.timeslice_steps)
-    name = config.model or "SmolLM2-135M-Instruct"
+    from kubellm.runtime.default_model import MODEL_NAME
+    name = config.model or MODEL_NAME
     return engine_cls(config, tokenizer, executor, kv, scheduler, eos, name, model_dir)
 
 
