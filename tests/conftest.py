@@ -28,8 +28,14 @@ def default_model_dir() -> str:
 
 
 @pytest.fixture(scope="session")
-def tokenizer_dir(default_model_dir) -> str:
-    return default_model_dir
+def tokenizer_dir(request) -> str:
+    """The SmolLM2 tokenizer for the tiny models. ``KUBELLM_TEST_TOKENIZER_DIR`` points at
+    a folder holding its files instead (the GPU machine has neither the GGUF package nor
+    ``gguf``, and the 90 MB GGUF exceeds what travels there)."""
+    override = os.environ.get("KUBELLM_TEST_TOKENIZER_DIR")
+    if override:
+        return override
+    return request.getfixturevalue("default_model_dir")
 
 
 @pytest.fixture(scope="session")

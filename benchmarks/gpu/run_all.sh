@@ -4,7 +4,8 @@
 #   STAGES="serve" bash benchmarks/gpu/run_all.sh   # serving benchmark (issue 4); needs
 #     .serve-bench/{tokenizer,whl} carried: the SmolLM2 tokenizer files and wheels of what
 #     the GPU image lacks (see benchmarks/serving/README.md)
-#   STAGES="multi" bash benchmarks/gpu/run_all.sh   # TP/PP on 2+ GPUs (NCCL)
+#   STAGES="multi" bash benchmarks/gpu/run_all.sh   # TP/PP on 2+ GPUs (NCCL); carry the
+#     SmolLM2 tokenizer files in .serve-bench/tokenizer (tests read KUBELLM_TEST_TOKENIZER_DIR)
 # Results land in $OUT (JSON, PNG, logs).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -26,7 +27,7 @@ for stage in $STAGES; do
     serve)   bash benchmarks/serving/run_h200.sh "$OUT" .serve-bench/tokenizer .serve-bench/whl \
                -- --request-rates 4,16,inf --num-prompts 64 --max-model-len 2048 \
                --max-num-seqs 128 2>&1 | tail -20 ;;
-    multi)   NCCL_NVLS_ENABLE=0 python3 -m pytest -m gpu tests/distributed -q \
+    multi)   KUBELLM_TEST_TOKENIZER_DIR=$PWD/.serve-bench/tokenizer NCCL_NVLS_ENABLE=0 python3 -m pytest -m gpu tests/distributed -q \
                -p no:cacheprovider 2>&1 | tee "$OUT/multi_gpu_tests.log" | tail -20 ;;
   esac
 done
