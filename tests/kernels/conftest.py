@@ -19,7 +19,7 @@ if not HAS_CUDA:
 @pytest.fixture
 def cuda():
     if not HAS_CUDA:
-        pytest.skip("needs a CUDA GPU")
+        pytest.skip(reason="needs a CUDA GPU")
     from kubellm.kernels._launch import is_interpreted
     from kubellm.kernels.paged_attention import _paged_attention_kernel
     if is_interpreted(_paged_attention_kernel):

@@ -42,7 +42,7 @@ def test_stop_string_cuts_text_and_sets_reason(llm):
     full = llm.generate("The sky is", params)[0].outputs[0]
     stop = full.text[len(full.text) // 2: len(full.text) // 2 + 3]
     if not stop.strip():
-        pytest.skip(f"generated text has no usable middle substring: {full.text!r}")
+        pytest.skip(reason=f"generated text has no usable middle substring: {full.text!r}")
     cut = llm.generate("The sky is", params.clone(stop=[stop]))[0].outputs[0]
     assert cut.finish_reason == "stop" and cut.stop_reason == stop
     assert cut.text == full.text[:full.text.index(stop)]

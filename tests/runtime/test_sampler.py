@@ -235,7 +235,7 @@ def test_bad_shapes_are_clear_errors():
 @pytest.mark.gpu
 def test_on_cuda_seeds_masks_and_penalties_hold():
     if not torch.cuda.is_available():
-        pytest.skip("needs a CUDA GPU")
+        pytest.skip(reason="needs a CUDA GPU")
     alone = run_seeded(0, 1, device="cuda")
     assert run_seeded(5, 9, device="cuda") == alone
     assert run_seeded(200, 256, device="cuda", steps=3) == alone[:3]
