@@ -18,7 +18,7 @@ def _gpus() -> int:
 @pytest.mark.parametrize("tp, pp", [(2, 1), (1, 2)])
 def test_two_gpus_match_one(tiny_model_factory, tmp_path, tp, pp):
     if _gpus() < 2:
-        pytest.skip(f"needs 2 GPUs, {_gpus()} visible")
+        pytest.skip(reason=f"needs 2 GPUs, {_gpus()} visible")
     model = tiny_model_factory("llama-4layers")
     engine = {**ENGINE, "device": "cuda"}
     env = {"KUBELLM_DEVICE": "cuda"}

@@ -14,7 +14,7 @@ from tests.gpu.shapes import LLAMA3_8B, QWEN3_8B, write_config
 
 pytestmark = pytest.mark.gpu
 if not torch.cuda.is_available():
-    pytest.skip("needs a CUDA GPU", allow_module_level=True)
+    pytest.skip(reason="needs a CUDA GPU", allow_module_level=True)
 
 MAX_TOKENS = 16
 
