@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from kubellm.runtime.config import EngineConfig
 from kubellm.runtime.outputs import CompletionOutput, RequestOutput
 from kubellm.runtime.request import Request
-from kubellm.runtime.sampling_params import SamplingParams
+from kubellm.runtime.sampling_params import ParameterError, SamplingParams
 from kubellm.runtime.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
@@ -140,7 +140,7 @@ class LLMEngine:
     # ---- helpers -------------------------------------------------------------------
     def _check_prompt(self, token_ids: list[int], params: SamplingParams) -> None:
         if not token_ids:
-            raise PromptTooLongError("the prompt is empty")
+            raise ParameterError("prompt", "must not be empty")
         max_len = self.config.max_model_len
         if len(token_ids) + 1 > max_len:
             raise PromptTooLongError(

@@ -15,11 +15,7 @@ from kubellm.runtime.server.protocol import ChatCompletionRequest, CompletionReq
 from kubellm.runtime.server.responses import new_id
 from kubellm.runtime.server.state import ServerState
 
-try:  # the engine may be absent in protocol-only unit tests
-    from kubellm.runtime.engine import PromptTooLongError
-except ImportError:  # pragma: no cover
-    class PromptTooLongError(ValueError):
-        pass
+from kubellm.runtime.engine import PromptTooLongError
 
 
 class ClientDisconnected(Exception):

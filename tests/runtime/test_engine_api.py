@@ -100,3 +100,10 @@ def test_dummy_weights_without_tokenizer(tmp_path, tiny_model_dir):
     assert len(out.outputs[0].token_ids) == 3 and out.outputs[0].text == ""
     with pytest.raises(ValueError, match="token ids"):
         llm.generate("text needs a tokenizer", SamplingParams(max_tokens=1))
+
+
+def test_empty_prompt_is_a_parameter_error(llm):
+    from kubellm.runtime.sampling_params import ParameterError
+    with pytest.raises(ParameterError) as err:
+        llm.engine.add_request("empty", [], SamplingParams())
+    assert err.value.param == "prompt"
