@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 
 from kubellm.runtime.config import EngineConfig
-from kubellm.runtime.outputs import CompletionOutput, RequestOutput
+from kubellm.runtime.outputs import CompletionOutput, PrefixView, RequestOutput
 from kubellm.runtime.request import Request
 from kubellm.runtime.sampling_params import ParameterError, SamplingParams
 from kubellm.runtime.scheduler import Scheduler
@@ -47,6 +47,12 @@ class _Group:
     sequences: list[Request]
     texts: list[str]
     arrival_time: float
+
+
+def _snapshot(items: list, finished: bool):
+    """A finished sequence's list as is (nothing appends to it any more); a running
+    one's as a view of its current length (no per-step copy)."""
+    return items if finished else PrefixView(items, len(items))
 
 
 class LLMEngine:
@@ -206,9 +212,11 @@ class LLMEngine:
 
     def _make_output(self, group: _Group) -> RequestOutput:
         completions = [
-            CompletionOutput(index=i, text=group.texts[i], token_ids=list(seq.output_token_ids),
+            CompletionOutput(index=i, text=group.texts[i],
+                             token_ids=_snapshot(seq.output_token_ids, seq.is_finished),
                              finish_reason=seq.finish_reason, stop_reason=seq.stop_reason,
-                             logprobs=list(seq.logprobs) if seq.logprobs is not None else None)
+                             logprobs=None if seq.logprobs is None
+                             else _snapshot(seq.logprobs, seq.is_finished))
             for i, seq in enumerate(group.sequences)]
         finished = all(seq.is_finished for seq in group.sequences)
         if finished:

@@ -1,18 +1,49 @@
 """What the engine hands back: one RequestOutput per request and step (vLLM's shape)."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+
+class PrefixView(Sequence):
+    """The first ``length`` items of a list that only grows: what a running request's
+    output holds instead of a copy, so that streaming a long generation costs O(1) per
+    step rather than O(tokens). Reads like a list (len, index, slice, iterate, ==)."""
+
+    __slots__ = ("_items", "_length")
+
+    def __init__(self, items: list, length: int):
+        self._items, self._length = items, length
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return self._items[:self._length][index] if index.step else \
+                self._items[slice(*index.indices(self._length))]
+        if not -self._length <= index < self._length:
+            raise IndexError("PrefixView index out of range")
+        return self._items[index % self._length]
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Sequence) and len(other) == self._length and \
+            all(a == b for a, b in zip(self, other))
+
+    def __repr__(self) -> str:
+        return repr(self._items[:self._length])
 
 
 @dataclass(slots=True)
 class CompletionOutput:
     index: int                            # which of the request's n samples
     text: str = ""                        # cumulative decoded text (stop string excluded)
-    token_ids: list[int] = field(default_factory=list)   # cumulative generated ids
+    # cumulative generated ids: a list once finished, a PrefixView while running
+    token_ids: Sequence[int] = field(default_factory=list)
     finish_reason: str | None = None      # None while running; "stop" | "length" | "abort"
     stop_reason: int | str | None = None  # the stop string or token id that ended it
     # per generated token: {token_id: logprob} holding the sampled token and the top-k
-    logprobs: list[dict[int, float]] | None = None
+    logprobs: Sequence[dict[int, float]] | None = None
 
     @property
     def finished(self) -> bool:

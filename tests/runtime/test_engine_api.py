@@ -107,3 +107,18 @@ def test_empty_prompt_is_a_parameter_error(llm):
     with pytest.raises(ParameterError) as err:
         llm.engine.add_request("empty", [], SamplingParams())
     assert err.value.param == "prompt"
+
+
+def test_streamed_outputs_are_stable_views_and_final_outputs_lists(llm):
+    """A running request's output is a view of the tokens at that step: later steps do
+    not change it; the finished output holds a plain list."""
+    engine = llm.engine
+    engine.add_request("view", "Once", SamplingParams(max_tokens=6, ignore_eos=True, logprobs=1))
+    seen = []
+    while engine.has_unfinished_requests():
+        seen += [o.outputs[0] for o in engine.step()]
+    for step, out in enumerate(seen[:-1], start=1):
+        assert len(out.token_ids) == step and len(out.logprobs) == step
+        assert list(out.token_ids) == seen[-1].token_ids[:step]
+        assert out.token_ids[-1] == seen[-1].token_ids[step - 1]
+    assert isinstance(seen[-1].token_ids, list) and len(seen[-1].token_ids) == 6
