@@ -8,6 +8,8 @@ left padding; the limit estimated from matmul and copy ceilings measured here; t
 context length (PNG).
 
     python benchmarks/gpu/workload_w.py --out DIR [--compare-hf]
+    python benchmarks/gpu/workload_w.py --smoke --out DIR --compare-hf   # tiny, on CPU:
+                                                  # catches script errors before GPU time
 """
 from __future__ import annotations
 
@@ -26,45 +28,68 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tests.gpu.shapes import LLAMA3_8B, write_config  # noqa: E402
 
 NUM_REQUESTS, LOW, HIGH, OUTPUT_LEN = 256, 128, 1024, 256
-KV_BYTES_PER_TOKEN = 32 * 2 * 8 * 128 * 2          # layers * (K,V) * kv heads * dim * bf16
+SHAPE, DEVICE, DTYPE = LLAMA3_8B, "cuda", torch.bfloat16
+SMOKE_SHAPE = {**LLAMA3_8B, "vocab_size": 2048, "hidden_size": 64, "intermediate_size": 128,
+               "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2}
+
+
+def kv_bytes_per_token() -> int:
+    head_dim = SHAPE["hidden_size"] // SHAPE["num_attention_heads"]
+    return (SHAPE["num_hidden_layers"] * 2 * SHAPE["num_key_value_heads"] * head_dim
+            * torch.finfo(DTYPE).bits // 8)
+
+
+def sync() -> None:
+    if DEVICE == "cuda":
+        sync()
+
+
+def median_ms(fn, repeats: int = 20) -> float:
+    """Median wall time of ``fn`` in ms: CUDA events through do_bench on the GPU."""
+    if DEVICE == "cuda":
+        from triton.testing import do_bench
+        return do_bench(fn, warmup=100, rep=500, return_mode="median")
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return sorted(times)[len(times) // 2]
 
 
 def measure_ceilings() -> dict:
-    from triton.testing import do_bench
-    n = 8192
-    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-    ms = do_bench(lambda: a @ b, warmup=100, rep=500, return_mode="median")
-    tflops = 2 * n ** 3 / (ms * 1e-3) / 1e12
-    src = torch.randn(2**28, device="cuda", dtype=torch.float32)      # 1 GiB
+    n = 8192 if DEVICE == "cuda" else 512
+    a = torch.randn(n, n, device=DEVICE, dtype=DTYPE)
+    b = torch.randn(n, n, device=DEVICE, dtype=DTYPE)
+    tflops = 2 * n ** 3 / (median_ms(lambda: a @ b) * 1e-3) / 1e12
+    src = torch.randn(2**28 if DEVICE == "cuda" else 2**22, device=DEVICE)   # 1 GiB on GPU
     dst = torch.empty_like(src)
-    ms = do_bench(lambda: dst.copy_(src), warmup=100, rep=500, return_mode="median")
-    copy_tb_s = 2 * src.numel() * 4 / (ms * 1e-3) / 1e12
+    copy_tb_s = 2 * src.numel() * 4 / (median_ms(lambda: dst.copy_(src)) * 1e-3) / 1e12
     del a, b, src, dst
     torch.cuda.empty_cache()
-    return {"matmul_bf16_tflops": round(tflops, 1), "copy_tb_s": round(copy_tb_s, 3)}
+    return {"matmul_tflops": round(tflops, 1), "copy_tb_s": round(copy_tb_s, 3)}
 
 
 def workload() -> list[list[int]]:
     rng = random.Random(0)
     lengths = [rng.randint(LOW, HIGH) for _ in range(NUM_REQUESTS)]
-    return [[rng.randrange(1000, 128000) for _ in range(n)] for n in lengths]
+    return [[rng.randrange(16, SHAPE["vocab_size"] - 16) for _ in range(n)] for n in lengths]
 
 
 def limit_estimate(prompts, ceilings) -> dict:
-    cfg = LLAMA3_8B
+    cfg = SHAPE
     h, ffn, layers = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"]
-    kv_dim = cfg["num_key_value_heads"] * 128
+    kv_dim = cfg["num_key_value_heads"] * h // cfg["num_attention_heads"]
     layer_params = h * (h + 2 * kv_dim) + h * h + 3 * h * ffn
     head_params = cfg["vocab_size"] * h
     prompt_tokens = sum(map(len, prompts))
     attn_flops = sum(2 * 2 * layers * h * n * n / 2 for n in map(len, prompts))
     prefill_flops = 2 * layers * layer_params * prompt_tokens + attn_flops
-    weight_bytes = 2 * (layers * layer_params + head_params)
+    weight_bytes = torch.finfo(DTYPE).bits // 8 * (layers * layer_params + head_params)
     kv_tokens = sum(n * OUTPUT_LEN + OUTPUT_LEN * (OUTPUT_LEN - 1) / 2 for n in map(len, prompts))
-    decode_bytes = weight_bytes * OUTPUT_LEN + kv_tokens * KV_BYTES_PER_TOKEN
+    decode_bytes = weight_bytes * OUTPUT_LEN + kv_tokens * kv_bytes_per_token()
     # the copy ceiling counts read + write bytes; decode only reads
-    t = prefill_flops / (ceilings["matmul_bf16_tflops"] * 1e12) + \
+    t = prefill_flops / (ceilings["matmul_tflops"] * 1e12) + \
         decode_bytes / (ceilings["copy_tb_s"] * 1e12)
     out_tokens = NUM_REQUESTS * OUTPUT_LEN
     return {"limit_s": round(t, 3), "limit_output_tok_s": round(out_tokens / t),
@@ -76,14 +101,15 @@ def run_ours(model_dir, prompts) -> tuple[dict, object]:
     from kubellm.runtime import LLM, SamplingParams
     t0 = time.perf_counter()
     llm = LLM(model_dir, load_format="dummy", skip_tokenizer_init=True, max_model_len=10240,
-              max_num_seqs=256, max_num_batched_tokens=8192, gpu_memory_utilization=0.9)
+              max_num_seqs=256, max_num_batched_tokens=8192, gpu_memory_utilization=0.9,
+              device=DEVICE, dtype=str(DTYPE).removeprefix("torch."))
     startup = time.perf_counter() - t0
     params = SamplingParams(temperature=0, max_tokens=OUTPUT_LEN, ignore_eos=True,
                             detokenize=False)
     llm.generate(prompts[:8], params.clone(max_tokens=8))          # warm-up
     engine = llm.engine
     engine.timings.update(schedule_s=0.0, execute_s=0.0, postprocess_s=0.0, steps=0)
-    torch.cuda.synchronize()
+    sync()
     t0 = time.perf_counter()
     outs = llm.generate(prompts, params)
     elapsed = time.perf_counter() - t0
@@ -108,13 +134,14 @@ def decode_rate(llm, batch: int, context: int, steps: int = 32,
     params = SamplingParams(temperature=0, max_tokens=steps + 4, ignore_eos=True,
                             detokenize=False, output_kind=output_kind)
     ids = [f"d{batch}-{context}-{i}" for i in range(batch)]
-    fill_until_decoding(engine, {i: [rng.randrange(1000, 128000) for _ in range(context)]
+    fill_until_decoding(engine, {i: [rng.randrange(16, SHAPE["vocab_size"] - 16)
+                                     for _ in range(context)]
                                  for i in ids}, params)
-    torch.cuda.synchronize()
+    sync()
     t0 = time.perf_counter()
     for _ in range(steps):
         engine.step()
-    torch.cuda.synchronize()
+    sync()
     wall = time.perf_counter() - t0
     host = host_ms_per_step(engine, steps)
     for i in ids:
@@ -128,24 +155,24 @@ def decode_rate(llm, batch: int, context: int, steps: int = 32,
 def run_hf(model_dir, prompts, batch_size=64) -> dict:
     from transformers import AutoConfig, AutoModelForCausalLM
     config = AutoConfig.from_pretrained(model_dir)
-    with torch.device("cuda"):
-        model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16).eval()
+    with torch.device(DEVICE):
+        model = AutoModelForCausalLM.from_config(config, dtype=DTYPE).eval()
 
     def run(batch, new_tokens):
         width = max(map(len, batch))
-        ids = torch.tensor([[0] * (width - len(p)) + p for p in batch], device="cuda")
-        mask = (torch.arange(width, device="cuda")[None, :] >=
-                torch.tensor([width - len(p) for p in batch], device="cuda")[:, None]).long()
+        ids = torch.tensor([[0] * (width - len(p)) + p for p in batch], device=DEVICE)
+        mask = (torch.arange(width, device=DEVICE)[None, :] >=
+                torch.tensor([width - len(p) for p in batch], device=DEVICE)[:, None]).long()
         with torch.inference_mode():
             model.generate(input_ids=ids, attention_mask=mask, do_sample=False,
                            max_new_tokens=new_tokens, min_new_tokens=new_tokens,
                            pad_token_id=0)
     run(prompts[:4], 4)
-    torch.cuda.synchronize()
+    sync()
     t0 = time.perf_counter()
     for i in range(0, len(prompts), batch_size):
         run(prompts[i:i + batch_size], OUTPUT_LEN)
-    torch.cuda.synchronize()
+    sync()
     elapsed = time.perf_counter() - t0
     n_out = len(prompts) * OUTPUT_LEN
     n_in = sum(map(len, prompts))
@@ -185,15 +212,22 @@ def main() -> int:
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--compare-hf", action="store_true")
     ap.add_argument("--skip-sweep", action="store_true")
+    ap.add_argument("--smoke", action="store_true",
+                    help="a tiny shape and workload on the CPU, to check the script itself")
     args = ap.parse_args()
+    global NUM_REQUESTS, LOW, HIGH, OUTPUT_LEN, SHAPE, DEVICE, DTYPE
+    if args.smoke:
+        NUM_REQUESTS, LOW, HIGH, OUTPUT_LEN = 8, 8, 40, 6
+        SHAPE, DEVICE, DTYPE = SMOKE_SHAPE, "cpu", torch.float32
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__}
+    result = {"device": torch.cuda.get_device_name() if DEVICE == "cuda" else "cpu",
+              "torch": torch.__version__}
     result["ceilings"] = measure_ceilings()
     print("ceilings:", result["ceilings"], flush=True)
     prompts = workload()
     result["limit"] = limit_estimate(prompts, result["ceilings"])
-    model_dir = write_config(LLAMA3_8B, Path(tempfile.mkdtemp()) / "llama3-8b")
+    model_dir = write_config(SHAPE, Path(tempfile.mkdtemp()) / "model")
     if args.compare_hf:   # first: our engine's CUDA graphs keep its memory until exit
         result["hf"] = run_hf(model_dir, prompts)
         print("hf:", result["hf"], flush=True)
@@ -202,14 +236,18 @@ def main() -> int:
     result["fraction_of_limit"] = round(ours["output_tok_s"] /
                                         result["limit"]["limit_output_tok_s"], 3)
     print("kubellm W:", ours, "fraction of limit:", result["fraction_of_limit"], flush=True)
-    result["decode_batch256"] = decode_rate(llm, 256, 512)
-    result["decode_batch256_final_only"] = decode_rate(llm, 256, 512, output_kind="final_only")
+    batch = 256 if not args.smoke else 8
+    result["decode_batch256"] = decode_rate(llm, batch, 512 if not args.smoke else 16)
+    result["decode_batch256_final_only"] = decode_rate(llm, batch, 512 if not args.smoke else 16,
+                                                       output_kind="final_only")
     print("decode @256:", result["decode_batch256"], result["decode_batch256_final_only"],
           flush=True)
     (out / "workload_w.json").write_text(json.dumps(result, indent=1))
     if not args.skip_sweep:
-        sweep = [decode_rate(llm, b, 512, steps=16) for b in (1, 8, 32, 64, 128, 256)]
-        sweep += [decode_rate(llm, 64, c, steps=16) for c in (2048, 8192)]
+        batches, contexts = ((1, 8, 32, 64, 128, 256), (2048, 8192)) if not args.smoke \
+            else ((1, 4), (64,))
+        sweep = [decode_rate(llm, b, 512 if not args.smoke else 16, steps=16) for b in batches]
+        sweep += [decode_rate(llm, 64 if not args.smoke else 4, c, steps=16) for c in contexts]
         result["sweep"] = sweep
         plot(sweep, out / "throughput_vs_batch_context.png")
         (out / "workload_w.json").write_text(json.dumps(result, indent=1))
