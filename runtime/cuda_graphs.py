@@ -44,7 +44,7 @@ class DecodeGraphs:
         return AttentionMetadata(
             slot_mapping=self.slot_mapping[:bs], block_tables=self.block_tables[:bs],
             seq_lens=self.seq_lens[:bs], cu_seqlens_q=self.cu_seqlens_q[:bs + 1],
-            max_seqlen_q=1, max_seqlen_k=0, seq_lens_cpu=[], query_lens_cpu=[],
+            max_seqlen_q=1, seq_lens_cpu=[], query_lens_cpu=[],
             is_decode_only=True)
 
     def _run(self, bs: int) -> torch.Tensor:

@@ -125,10 +125,6 @@ class KVCacheManager:
                 if block.block_hash is NO_HASH:
                     self._free.move_to_end(block_id, last=False)
 
-    def reset_prefix_cache(self) -> None:
-        for block_id in list(self._free):
-            self._drop_hash(self._blocks[block_id])
-
     # ---- private -------------------------------------------------------------------
     def _num_needed(self, request_id, num_tokens, cached) -> int:
         have = len(self._tables.get(request_id, ())) + len(cached)

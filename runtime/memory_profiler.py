@@ -35,7 +35,7 @@ def cuda_kv_budget_bytes(runner, config) -> int:
         slot_mapping=torch.full((num_tokens,), -1, dtype=torch.int64, device=device),
         block_tables=tables, seq_lens=torch.tensor(query_lens, dtype=torch.int32, device=device),
         cu_seqlens_q=torch.tensor(cu, dtype=torch.int32, device=device),
-        max_seqlen_q=max(query_lens), max_seqlen_k=max(query_lens),
+        max_seqlen_q=max(query_lens),
         seq_lens_cpu=query_lens, query_lens_cpu=query_lens, is_decode_only=False)
     token_ids = torch.randint(0, runner.vocab_size, (num_tokens,), device=device)
     positions = torch.cat([torch.arange(q, device=device) for q in query_lens])

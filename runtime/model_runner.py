@@ -35,7 +35,6 @@ class ModelRunner:
         self.backend = _load_backend(attention_backend)
         for layer in self.attn_layers:
             layer.backend = self.backend
-        self.num_blocks = 0
         self.vocab_size = model.args.vocab_size
         self.graphs = None            # DecodeGraphs once captured (CUDA, triton backend)
         self.host_time_s = 0.0        # input preparation, summed over steps
@@ -49,7 +48,6 @@ class ModelRunner:
         return per_layer * len(self.attn_layers) * torch.finfo(self.dtype).bits // 8
 
     def allocate_kv_cache(self, num_blocks: int) -> None:
-        self.num_blocks = num_blocks
         for layer in self.attn_layers:
             shape = (num_blocks, self.block_size, layer.num_kv_heads, layer.head_dim)
             layer.k_cache = torch.zeros(shape, dtype=self.dtype, device=self.device)
@@ -124,7 +122,7 @@ class ModelRunner:
         table_t, seq_lens_t, cu_t = self._upload([table, seq_lens, cu], np.int32)
         meta = AttentionMetadata(
             slot_mapping=slots_t, block_tables=table_t, seq_lens=seq_lens_t, cu_seqlens_q=cu_t,
-            max_seqlen_q=max_q, max_seqlen_k=int(seq_lens.max()),
+            max_seqlen_q=max_q,
             seq_lens_cpu=seq_lens.tolist(), query_lens_cpu=query_lens.tolist(),
             is_decode_only=max_q == 1)
         return token_ids_t, positions_t, meta, rows_t, requests

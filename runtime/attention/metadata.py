@@ -13,7 +13,6 @@ class AttentionMetadata:
     seq_lens: torch.Tensor          # [B] int32: context length incl. this step's tokens
     cu_seqlens_q: torch.Tensor      # [B+1] int32: start of each sequence's new tokens
     max_seqlen_q: int
-    max_seqlen_k: int
     seq_lens_cpu: list[int]         # host copies for backends that loop in Python
     query_lens_cpu: list[int]
     is_decode_only: bool = False

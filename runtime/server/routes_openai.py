@@ -18,11 +18,7 @@ CLIENT_CLOSED = 499  # nginx's code for "client closed request"; nobody reads it
 
 @router.post("/v1/completions")
 async def completions(request: Request):
-    state = request.app.state.kubellm
-    body = parse_body(await request.body(), CompletionRequest)
-    request_id, params, stream = await generation.start(state, body)
-    logprobs = _formatter(state, params)
-    model = state.model_name
+    body, request_id, params, stream, logprobs, model = await _start(request, CompletionRequest)
     if not body.stream:
         return await _respond(stream, request, lambda out: responses.completion_response(
             request_id, model, out, logprobs))
@@ -43,11 +39,8 @@ async def completions(request: Request):
 
 @router.post("/v1/chat/completions")
 async def chat_completions(request: Request):
-    state = request.app.state.kubellm
-    body = parse_body(await request.body(), ChatCompletionRequest)
-    request_id, params, stream = await generation.start(state, body)
-    logprobs = _formatter(state, params)
-    model = state.model_name
+    body, request_id, params, stream, logprobs, model = await _start(request,
+                                                                     ChatCompletionRequest)
     if not body.stream:
         return await _respond(stream, request, lambda out: responses.chat_response(
             request_id, model, out, logprobs))
@@ -67,10 +60,15 @@ async def chat_completions(request: Request):
                                                final_chunk=final), stream)
 
 
-def _formatter(state, params) -> LogprobFormatter | None:
-    if params.logprobs is None:
-        return None
-    return LogprobFormatter(state.tokenizer, params.logprobs)
+async def _start(request: Request, body_cls):
+    """Parse and admit: (body, request id, params, engine stream, logprob formatter or
+    None, served model name)."""
+    state = request.app.state.kubellm
+    body = parse_body(await request.body(), body_cls)
+    request_id, params, stream = await generation.start(state, body)
+    logprobs = None if params.logprobs is None else \
+        LogprobFormatter(state.tokenizer, params.logprobs)
+    return body, request_id, params, stream, logprobs, state.model_name
 
 
 async def _respond(stream, request: Request, make_body) -> Response:
