@@ -24,11 +24,13 @@ def capture_sizes(max_num_seqs: int) -> list[int]:
 
 
 class DecodeGraphs:
-    def __init__(self, runner, max_num_seqs: int, max_blocks_per_seq: int):
-        self.runner = runner
+    def __init__(self, model, device, max_num_seqs: int, max_blocks_per_seq: int):
+        # the model, not the runner that owns this object: no reference cycle, so a
+        # dropped engine frees its graph pools and KV cache at once, without the gc
+        self.model = model
         self.sizes = capture_sizes(max_num_seqs)
         self.max_bs = self.sizes[-1]
-        dev = runner.device
+        dev = device
         self.token_ids = torch.zeros(self.max_bs, dtype=torch.int64, device=dev)
         self.positions = torch.zeros(self.max_bs, dtype=torch.int64, device=dev)
         self.slot_mapping = torch.full((self.max_bs,), -1, dtype=torch.int64, device=dev)
@@ -50,7 +52,7 @@ class DecodeGraphs:
     def _run(self, bs: int) -> torch.Tensor:
         set_metadata(self._meta(bs))
         try:
-            hidden, _ = self.runner.model(self.token_ids[:bs], self.positions[:bs])
+            hidden, _ = self.model(self.token_ids[:bs], self.positions[:bs])
         finally:
             set_metadata(None)
         return hidden

@@ -55,7 +55,8 @@ class ModelRunner:
 
     def capture_decode_graphs(self, max_num_seqs: int, max_model_len: int) -> None:
         from kubellm.runtime.cuda_graphs import DecodeGraphs
-        self.graphs = DecodeGraphs(self, max_num_seqs, -(-max_model_len // self.block_size))
+        self.graphs = DecodeGraphs(self.model, self.device, max_num_seqs,
+                                   -(-max_model_len // self.block_size))
         self.graphs.capture()
 
     # ---- one step ------------------------------------------------------------------
