@@ -47,6 +47,8 @@ class EngineConfig:
     attention_backend: str = _knob("auto", "auto = triton on CUDA, torch on CPU",
                                    ATTENTION_BACKENDS)
     enforce_eager: bool = _knob(False, "disable CUDA graphs")
+    async_scheduling: bool = _knob(True, "plan and launch the next step while the device "
+                                         "runs the current one (single-process engines)")
     seed: int = _knob(0, "global seed for requests without their own")
 
     def __post_init__(self):

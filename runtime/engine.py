@@ -15,7 +15,7 @@ from kubellm.runtime.config import EngineConfig
 from kubellm.runtime.outputs import CompletionOutput, PrefixView, RequestOutput
 from kubellm.runtime.request import Request
 from kubellm.runtime.sampling_params import ParameterError, SamplingParams
-from kubellm.runtime.scheduler import Scheduler
+from kubellm.runtime.scheduler import Scheduler, SchedulerOutput
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +69,13 @@ class LLMEngine:
         self._groups: dict[str, _Group] = {}
         self.prompt_tokens_total = 0
         self.generation_tokens_total = 0
-        # host-side time per phase, summed over steps (the GPU benchmark reports them)
-        self.timings = {"schedule_s": 0.0, "execute_s": 0.0, "postprocess_s": 0.0, "steps": 0}
+        # host-side time per phase, summed over steps (the GPU benchmark reports them);
+        # wait_s is time spent blocked on the device, not host work
+        self.timings = {"schedule_s": 0.0, "execute_s": 0.0, "postprocess_s": 0.0,
+                        "wait_s": 0.0, "steps": 0}
+        # async scheduling: the step launched last, its samples not yet on the host
+        self.run_ahead = config.async_scheduling and hasattr(executor, "launch")
+        self._in_flight: tuple[SchedulerOutput, object] | None = None
 
     @classmethod
     def from_config(cls, config: EngineConfig) -> "LLMEngine":
@@ -126,6 +131,8 @@ class LLMEngine:
 
     # ---- one step ------------------------------------------------------------------
     def step(self) -> list[RequestOutput]:
+        if self.run_ahead:
+            return self._step_ahead()
         t0 = time.perf_counter()
         out = self.scheduler.schedule()
         if out.is_empty:
@@ -142,6 +149,63 @@ class LLMEngine:
         t["postprocess_s"] += time.perf_counter() - t2
         t["steps"] += 1
         return outputs
+
+    def _step_ahead(self) -> list[RequestOutput]:
+        """Async scheduling: plan and launch step N+1 while step N still runs on the
+        device, then take in step N's samples. The device never waits for the host's
+        scheduling, input preparation or post-processing, only for the step before.
+
+        Step N+1 is planned with step N's samples as placeholders (each sampling request
+        one token longer); their ids reach step N+1's inputs on the device. A request
+        that step N stops has computed one token too many in step N+1, which is dropped.
+        Blocks freed here may be handed out to step N+2 at once: the device runs steps
+        in order, so step N+1 is done with them before step N+2 writes them."""
+        t = self.timings
+        t0 = time.perf_counter()
+        outputs: list[RequestOutput] = []
+        out = self.scheduler.schedule()
+        t1 = time.perf_counter()
+        in_flight, self._in_flight = self._in_flight, None
+        if in_flight is not None and self._needs_landed_tokens(out):
+            outputs = self._land(in_flight)
+            in_flight = None
+            out.scheduled = [s for s in out.scheduled if not s.request.is_finished]
+        t2 = time.perf_counter()
+        if not out.is_empty:
+            tables = [self.kv.block_table(s.request.request_id) for s in out.scheduled]
+            handle = self.executor.launch(out, tables, in_flight[1] if in_flight else None)
+            self.scheduler.on_launch(out)
+            self._in_flight = (out, handle)
+            t["steps"] += 1
+        t3 = time.perf_counter()
+        if in_flight is not None:
+            outputs = self._land(in_flight)
+        t["schedule_s"] += t1 - t0
+        t["execute_s"] += t3 - t2
+        t["postprocess_s"] += (t2 - t1) + (time.perf_counter() - t3)
+        return outputs
+
+    def _land(self, in_flight) -> list[RequestOutput]:
+        """Wait for a launched step's samples and post-process them."""
+        out, handle = in_flight
+        t0 = time.perf_counter()
+        sampled, logprobs = handle.result()
+        self.timings["wait_s"] += time.perf_counter() - t0
+        self.timings["postprocess_s"] -= time.perf_counter() - t0
+        return self._postprocess(self.scheduler.on_result(out, sampled), logprobs)
+
+    @staticmethod
+    def _needs_landed_tokens(out: SchedulerOutput) -> bool:
+        """Penalties and min_tokens read a request's output tokens on the host: such a
+        request cannot be sampled while its previous token is still in flight."""
+        for s in out.scheduled:
+            request = s.request
+            if request.num_pending_tokens and s.samples:
+                p = request.params
+                if (p.min_tokens or p.repetition_penalty != 1.0 or p.frequency_penalty
+                        or p.presence_penalty):
+                    return True
+        return False
 
     # ---- helpers -------------------------------------------------------------------
     def _check_prompt(self, token_ids: list[int], params: SamplingParams) -> None:

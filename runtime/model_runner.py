@@ -60,21 +60,27 @@ class ModelRunner:
         self.graphs.capture()
 
     # ---- one step ------------------------------------------------------------------
-    @torch.inference_mode()
     def execute(self, out: SchedulerOutput, block_tables: list[list[int]]):
         """Returns (sampled token per sampling request id, logprobs per request id)."""
+        return self.launch(out, block_tables).result()
+
+    @torch.inference_mode()
+    def launch(self, out: SchedulerOutput, block_tables: list[list[int]],
+               ahead_of: "StepHandle | None" = None) -> "StepHandle":
+        """Queue the step on the device and return at once (on CUDA). A row whose input
+        token is still being sampled by ``ahead_of`` (the step before, not yet back on the
+        host) reads it from that step's device tensor."""
         start = time.perf_counter()
-        token_ids, positions, meta, sample_rows, requests = self.prepare_inputs(out, block_tables)
+        token_ids, positions, meta, sample_rows, requests = self.prepare_inputs(
+            out, block_tables, ahead_of)
         self.host_time_s += time.perf_counter() - start
         self.num_steps += 1
         hidden = self.forward(token_ids, positions, meta)
         if not requests:
-            return {}, {}
+            return StepHandle([], None)
         logits = self.model.compute_logits(hidden[sample_rows]).float()
-        result = self.sampler(logits, [r.sampling_state for r in requests])
-        ids = {r.request_id: t for r, t in zip(requests, result.token_ids)}
-        logprobs = {r.request_id: lp for r, lp in zip(requests, result.logprobs)}
-        return ids, logprobs
+        return StepHandle(requests, self.sampler.sample(
+            logits, [r.sampling_state for r in requests]))
 
     def forward(self, token_ids, positions, meta: AttentionMetadata) -> torch.Tensor:
         if self.graphs is not None and meta.is_decode_only and self.graphs.fits(meta):
@@ -86,7 +92,8 @@ class ModelRunner:
             set_metadata(None)
         return hidden
 
-    def prepare_inputs(self, out: SchedulerOutput, block_tables: list[list[int]]):
+    def prepare_inputs(self, out: SchedulerOutput, block_tables: list[list[int]],
+                       ahead_of: "StepHandle | None" = None):
         scheduled = out.scheduled
         num_seqs = len(scheduled)
         query_lens = np.fromiter((s.num_new_tokens for s in scheduled), np.int64, num_seqs)
@@ -95,14 +102,27 @@ class ModelRunner:
         np.cumsum(query_lens, out=cu[1:])
         num_tokens = int(cu[-1])
         seq_lens = (starts + query_lens).astype(np.int32)
+        # rows whose token the previous step is still sampling: (row, its sample row there)
+        late_rows, late_sources = [], []
+        if ahead_of is not None:
+            row_of = ahead_of.row_of
+            for i, s in enumerate(scheduled):
+                if s.start == len(s.request.all_token_ids):   # a decode of the late token
+                    late_rows.append(int(cu[i]))
+                    late_sources.append(row_of[s.request.request_id])
         if num_tokens == num_seqs:          # decode-only: no per-token Python loops
-            token_ids = np.fromiter((s.request.all_token_ids[s.start] for s in scheduled),
-                                    np.int64, num_seqs)
+            if late_rows:
+                token_ids = np.fromiter((_token_or_zero(s.request.all_token_ids, s.start)
+                                         for s in scheduled), np.int64, num_seqs)
+            else:
+                token_ids = np.fromiter((s.request.all_token_ids[s.start] for s in scheduled),
+                                        np.int64, num_seqs)
             positions = starts
         else:
             token_ids = np.fromiter(
                 (t for s in scheduled
-                 for t in s.request.all_token_ids[s.start:s.start + s.num_new_tokens]),
+                 for t in (s.request.all_token_ids[s.start:s.start + s.num_new_tokens]
+                           or (0,))),    # a late token: filled in on the device
                 np.int64, num_tokens)
             positions = np.concatenate([np.arange(a, a + n) for a, n in zip(starts, query_lens)])
         width = max(len(t) for t in block_tables)
@@ -118,8 +138,11 @@ class ModelRunner:
                 sample_rows.append(int(cu[i + 1]) - 1)
                 requests.append(s.request)
         max_q = int(query_lens.max())
-        token_ids_t, positions_t, slots_t, rows_t = self._upload(
-            [token_ids, positions, slots, np.asarray(sample_rows, np.int64)], np.int64)
+        token_ids_t, positions_t, slots_t, rows_t, late_t, sources_t = self._upload(
+            [token_ids, positions, slots, np.asarray(sample_rows, np.int64),
+             np.asarray(late_rows, np.int64), np.asarray(late_sources, np.int64)], np.int64)
+        if late_rows:
+            token_ids_t[late_t] = ahead_of.batch.token_ids[sources_t]
         table_t, seq_lens_t, cu_t = self._upload([table, seq_lens, cu], np.int32)
         meta = AttentionMetadata(
             slot_mapping=slots_t, block_tables=table_t, seq_lens=seq_lens_t, cu_seqlens_q=cu_t,
@@ -144,6 +167,29 @@ class ModelRunner:
             out.append(dev[offset:offset + a.size].view(a.shape))
             offset += a.size
         return out
+
+
+class StepHandle:
+    """A launched step: which requests sample and their (maybe still running) samples."""
+    __slots__ = ("requests", "batch", "row_of")
+
+    def __init__(self, requests: list, batch):
+        self.requests = requests
+        self.batch = batch
+        self.row_of = {r.request_id: i for i, r in enumerate(requests)}
+
+    def result(self) -> tuple[dict[str, int], dict[str, dict | None]]:
+        """Wait for the samples: (token per request id, logprobs per request id)."""
+        if self.batch is None:
+            return {}, {}
+        result = self.batch.result()
+        ids = dict(zip(self.row_of, result.token_ids))
+        logprobs = dict(zip(self.row_of, result.logprobs))
+        return ids, logprobs
+
+
+def _token_or_zero(token_ids: list[int], position: int) -> int:
+    return token_ids[position] if position < len(token_ids) else 0
 
 
 def _load_backend(name: str):

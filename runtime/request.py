@@ -32,6 +32,9 @@ class Request:
     all_token_ids: list[int] = field(default_factory=list)
     status: Status = Status.WAITING
     num_computed_tokens: int = 0
+    # tokens sampled by a launched step but not yet back on the host (0 or 1 when the
+    # scheduler runs; the engine's async scheduling plans the next step around them)
+    num_pending_tokens: int = 0
     num_cached_tokens: int = 0      # prompt tokens served from the prefix cache (first hit)
     num_preemptions: int = 0
     steps_in_slice: int = 0          # timeslice policy: steps since (re)admission
@@ -54,6 +57,11 @@ class Request:
     @property
     def num_tokens(self) -> int:
         return len(self.all_token_ids)
+
+    @property
+    def num_scheduled_tokens(self) -> int:
+        """Tokens the scheduler may compute: the known ones plus the pending ones."""
+        return len(self.all_token_ids) + self.num_pending_tokens
 
     @property
     def num_prompt_tokens(self) -> int:

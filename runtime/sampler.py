@@ -58,18 +58,85 @@ class SamplerOutput:
     logprobs: list[dict[int, float] | None]
 
 
+class SampledBatch:
+    """One step's samples, still on the device: the token ids (what the next step's
+    inputs read when the engine runs ahead) and, for rows that asked, the logprob
+    tensors. ``start_copy`` queues their copy into pinned host memory behind the work
+    that produces them; ``result`` waits for that copy alone and builds the lists."""
+
+    def __init__(self, token_ids: torch.Tensor, params: list[SamplingParams],
+                 logprob_rows: list[int]):
+        self.token_ids = token_ids
+        self._params = params
+        self._logprob_rows = logprob_rows
+        self._device_parts: list[torch.Tensor] = [token_ids]
+        self._host_parts: list[torch.Tensor] | None = None
+        self._done: torch.cuda.Event | None = None
+        self._output: SamplerOutput | None = None
+
+    def add_logprobs(self, raw_logits: torch.Tensor) -> None:
+        """Logprobs of the sampled token and the top ones, from the RAW logits."""
+        rows = self._logprob_rows
+        index = _to_device(rows, torch.int64, raw_logits.device)
+        logprobs = raw_logits[index].to(torch.float32).log_softmax(dim=-1)
+        chosen = self.token_ids[index]
+        parts = [chosen, logprobs.gather(1, chosen.unsqueeze(1)).squeeze(1)]
+        num_top = max(self._params[i].logprobs for i in rows)
+        if num_top:
+            parts += list(logprobs.topk(num_top, dim=-1))
+        self._device_parts += parts
+
+    def start_copy(self) -> None:
+        device = self.token_ids.device
+        if device.type != "cuda":
+            self._host_parts = self._device_parts
+            return
+        self._host_parts = [torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+                            for t in self._device_parts]
+        for host, dev in zip(self._host_parts, self._device_parts):
+            host.copy_(dev, non_blocking=True)
+        self._done = torch.cuda.Event()
+        self._done.record()
+
+    def result(self) -> SamplerOutput:
+        if self._output is None:
+            if self._done is not None:
+                self._done.synchronize()
+            self._output = self._build()
+        return self._output
+
+    def _build(self) -> SamplerOutput:
+        parts = [t.tolist() for t in self._host_parts]
+        token_ids = parts[0]
+        logprobs: list[dict[int, float] | None] = [None] * len(token_ids)
+        if self._logprob_rows:
+            chosen, chosen_lp = parts[1], parts[2]
+            top_lp, top_ids = (parts[3], parts[4]) if len(parts) > 3 else ([], [])
+            for j, i in enumerate(self._logprob_rows):
+                entry = {chosen[j]: chosen_lp[j]}
+                for t in range(self._params[i].logprobs):
+                    entry.setdefault(top_ids[j][t], top_lp[j][t])
+                logprobs[i] = entry
+        return SamplerOutput(token_ids, logprobs)
+
+
 class Sampler:
     def __init__(self, eos_token_ids: set[int]):
         self.eos_token_ids = frozenset(int(t) for t in eos_token_ids)
 
     def __call__(self, logits: torch.Tensor, states: list[SamplingState]) -> SamplerOutput:
+        return self.sample(logits, states).result()
+
+    def sample(self, logits: torch.Tensor, states: list[SamplingState]) -> "SampledBatch":
+        """Sample on the device without waiting for it: the returned batch holds device
+        tensors whose copy to the host has been started; ``result()`` waits for it."""
         if logits.dim() != 2:
             raise ValueError(f"logits must be [batch, vocab], got shape {tuple(logits.shape)}")
         if logits.shape[0] != len(states):
             raise ValueError(f"logits has {logits.shape[0]} rows but {len(states)} states given")
-        if not states:
-            return SamplerOutput([], [])
         params = [s.params for s in states]
+        if not states:
+            return SampledBatch(torch.empty(0, dtype=torch.int64), params, [])
         logprob_rows = [i for i, p in enumerate(params) if p.logprobs is not None]
 
         # Fast path: an all-greedy batch without penalties or min_tokens is one argmax.
@@ -79,11 +146,11 @@ class Sampler:
         else:
             sampled = self._sample(logits.to(torch.float32, memory_format=torch.contiguous_format,
                                             copy=True), states)
-        token_ids = sampled.tolist()
-        logprobs: list[dict[int, float] | None] = [None] * len(states)
+        batch = SampledBatch(sampled, params, logprob_rows)
         if logprob_rows:
-            _fill_logprobs(logprobs, logits, sampled, logprob_rows, params)
-        return SamplerOutput(token_ids, logprobs)
+            batch.add_logprobs(logits)
+        batch.start_copy()
+        return batch
 
     def _sample(self, logits: torch.Tensor, states: list[SamplingState]) -> torch.Tensor:
         """``logits`` is a private fp32 copy; modified in place."""
@@ -95,7 +162,7 @@ class Sampler:
             return _sample_random(logits, states)
         sampled = logits.argmax(dim=-1)
         if random_rows:
-            rows = torch.tensor(random_rows, device=logits.device)
+            rows = _to_device(random_rows, torch.int64, logits.device)
             subset = [states[i] for i in random_rows]
             sampled[rows] = _sample_random(logits[rows], subset)
         return sampled
@@ -115,8 +182,15 @@ class Sampler:
                     rows.append(i)
                     cols.append(token)
         if rows:
-            logits[torch.tensor(rows, device=logits.device),
-                   torch.tensor(cols, device=logits.device)] = float("-inf")
+            logits[_to_device(rows, torch.int64, logits.device),
+                   _to_device(cols, torch.int64, logits.device)] = float("-inf")
+
+
+def _to_device(values: list, dtype: torch.dtype, device) -> torch.Tensor:
+    """A small host list on ``device`` without waiting for the GPU: a blocking
+    host-to-device copy would stall the host until the step running ahead finishes."""
+    host = torch.tensor(values, dtype=dtype)
+    return host if torch.device(device).type == "cpu" else host.to(device, non_blocking=True)
 
 
 def _has_penalty(p: SamplingParams) -> bool:
@@ -172,13 +246,13 @@ def _flat_index(token_lists: list[list[int]], row_of_list: list[int], device
 
 
 def _per_row(states: list[SamplingState], value, device) -> torch.Tensor:
-    return torch.tensor([value(s.params) for s in states], dtype=torch.float32, device=device)
+    return _to_device([value(s.params) for s in states], torch.float32, device)
 
 
 def _sample_random(logits: torch.Tensor, states: list[SamplingState]) -> torch.Tensor:
     device = logits.device
     ps = [s.params for s in states]
-    logits /= torch.tensor([p.temperature for p in ps], device=device).unsqueeze(1)
+    logits /= _to_device([p.temperature for p in ps], torch.float32, device).unsqueeze(1)
     top_k = [p.top_k for p in ps]
     top_p = [p.top_p for p in ps]
     if any(k > 0 for k in top_k) or any(p < 1.0 for p in top_p):
@@ -186,7 +260,7 @@ def _sample_random(logits: torch.Tensor, states: list[SamplingState]) -> torch.T
     min_p = [p.min_p for p in ps]
     if any(m > 0.0 for m in min_p):
         probs = logits.softmax(dim=-1)
-        threshold = torch.tensor(min_p, device=device).unsqueeze(1) * probs.amax(-1, keepdim=True)
+        threshold = _to_device(min_p, torch.float32, device).unsqueeze(1) * probs.amax(-1, keepdim=True)
         logits.masked_fill_(probs < threshold, float("-inf"))
     probs = logits.softmax(dim=-1)
     return _exponential_race(probs, [s.generator for s in states])
@@ -197,13 +271,14 @@ def _mask_top_k_top_p(logits: torch.Tensor, top_k: list[int], top_p: list[float]
     device, vocab = logits.device, logits.shape[1]
     sorted_logits, order = logits.sort(dim=-1, descending=True)
     ranks = torch.arange(vocab, device=device).unsqueeze(0)
-    k = torch.tensor([k if 0 < k < vocab else vocab for k in top_k], device=device).unsqueeze(1)
+    k = _to_device([k if 0 < k < vocab else vocab for k in top_k], torch.int64,
+                   device).unsqueeze(1)
     drop = ranks >= k
     if any(p < 1.0 for p in top_p):
         probs = sorted_logits.masked_fill(drop, float("-inf")).softmax(dim=-1)
         mass_before = probs.cumsum(dim=-1) - probs
         # The top token is always kept (its mass before is 0 < top_p).
-        drop |= mass_before >= torch.tensor(top_p, device=device).unsqueeze(1)
+        drop |= mass_before >= _to_device(top_p, torch.float32, device).unsqueeze(1)
     logits.scatter_(1, order, sorted_logits.masked_fill(drop, float("-inf")))
 
 
@@ -219,20 +294,3 @@ def _exponential_race(probs: torch.Tensor, generators: list[torch.Generator | No
         q[i] = torch.empty(probs.shape[1], device=g.device).exponential_(generator=g)
     # Exp(1) can return 0; keep zero-probability tokens at 0 instead of 0/0 = NaN.
     return (probs / q.clamp_min_(1e-30)).argmax(dim=-1)
-
-
-def _fill_logprobs(out: list, raw_logits: torch.Tensor, sampled: torch.Tensor,
-                   rows: list[int], params: list[SamplingParams]) -> None:
-    index = torch.tensor(rows, device=raw_logits.device)
-    logprobs = raw_logits[index].to(torch.float32).log_softmax(dim=-1)
-    num_top = max(params[i].logprobs for i in rows)
-    chosen = sampled[index]
-    chosen_lp = logprobs.gather(1, chosen.unsqueeze(1)).squeeze(1).tolist()
-    top_lp, top_ids = [], []
-    if num_top:
-        top_lp, top_ids = (x.tolist() for x in logprobs.topk(num_top, dim=-1))
-    for j, (i, token) in enumerate(zip(rows, chosen.tolist())):
-        entry = {token: chosen_lp[j]}
-        for t in range(params[i].logprobs):
-            entry.setdefault(top_ids[j][t], top_lp[j][t])
-        out[i] = entry

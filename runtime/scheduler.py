@@ -32,7 +32,7 @@ class ScheduledRequest:
     samples: bool = False      # the chunk reaches the last known token: sample after it
 
     def __post_init__(self):
-        self.samples = self.start + self.num_new_tokens == self.request.num_tokens
+        self.samples = self.start + self.num_new_tokens == self.request.num_scheduled_tokens
 
 
 @dataclass
@@ -101,7 +101,10 @@ class Scheduler:
                 break
             if request.status is not Status.RUNNING:
                 continue  # preempted earlier in this loop
-            num_new = min(request.num_tokens - request.num_computed_tokens, budget)
+            if request.num_pending_tokens and \
+                    request.num_output_tokens + request.num_pending_tokens >= request.max_tokens:
+                continue  # its late token is its last: it finishes when that lands
+            num_new = min(request.num_scheduled_tokens - request.num_computed_tokens, budget)
             if not self._allocate_or_preempt(request, num_new, out, scheduled_ids):
                 continue
             out.scheduled.append(ScheduledRequest(request, num_new,
@@ -113,27 +116,43 @@ class Scheduler:
         return out
 
     def update(self, out: SchedulerOutput, sampled: dict[str, int]) -> list[Request]:
-        """Advance progress after the model ran; append each sampled token. Returns the
-        requests that received a token (the engine checks them for stop conditions)."""
-        progressed = []
+        """Both halves at once, for an engine that waits for every step."""
+        self.on_launch(out)
+        return self.on_result(out, sampled)
+
+    def on_launch(self, out: SchedulerOutput) -> None:
+        """The step is queued on the device: count its tokens as computed and its samples
+        as pending, so that the next step can be planned before they come back."""
         for s in out.scheduled:
             request = s.request
             request.num_computed_tokens = s.start + s.num_new_tokens
             request.steps_in_slice += 1
+            if s.samples:
+                request.num_pending_tokens += 1
+
+    def on_result(self, out: SchedulerOutput, sampled: dict[str, int]) -> list[Request]:
+        """The step's samples are on the host: append them. Returns the requests that
+        received a token (the engine checks them for stop conditions). A request that
+        finished meanwhile (stopped by the step before, or aborted) drops its token."""
+        progressed = []
+        for s in out.scheduled:
+            request = s.request
             token = sampled.get(request.request_id)
-            if token is not None:
-                request.append_token(token)
-                progressed.append(request)
+            if token is None or request.status is Status.FINISHED:
+                continue
+            request.num_pending_tokens -= 1
+            request.append_token(token)
+            progressed.append(request)
         return progressed
 
     # ---- helpers -------------------------------------------------------------------
     def _running_order(self) -> list[Request]:
         # decodes before partial prefills; within each, the policy's order
         if self.policy == "priority":
-            key = lambda r: (r.num_tokens - r.num_computed_tokens > 1,  # noqa: E731
+            key = lambda r: (r.num_scheduled_tokens - r.num_computed_tokens > 1,  # noqa: E731
                              -r.priority, r.arrival_time)
         else:
-            key = lambda r: (r.num_tokens - r.num_computed_tokens > 1,  # noqa: E731
+            key = lambda r: (r.num_scheduled_tokens - r.num_computed_tokens > 1,  # noqa: E731
                              r.arrival_time)
         return sorted(self.running, key=key)
 
@@ -182,11 +201,12 @@ class Scheduler:
             self.waiting.append(request)  # to the back of the queue
 
     def _next_waiting(self) -> Request | None:
-        if not self.waiting:
-            return None
+        # a request preempted while its last token was in flight waits for that token:
+        # its prompt for the re-prefill is not complete on the host yet
+        ready = (r for r in self.waiting if not r.num_pending_tokens)
         if self.policy == "priority":
-            return min(self.waiting, key=self._rank)
-        return self.waiting[0]
+            return min(ready, key=self._rank, default=None)
+        return next(ready, None)
 
     def _admit_waiting(self, out: SchedulerOutput, budget: int, scheduled_ids: set[str]) -> int:
         while budget > 0:

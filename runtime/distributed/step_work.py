@@ -122,13 +122,13 @@ def split_micro_batches(num_tokens: list[int], max_groups: int) -> list[tuple[in
 class _ChunkSequence:
     """Stands in for a Request on ranks that see only this step's chunk of it: token
     ids are indexed by absolute position, as ``Request.all_token_ids`` is."""
-    __slots__ = ("request_id", "all_token_ids", "num_tokens")
+    __slots__ = ("request_id", "all_token_ids", "num_scheduled_tokens")
 
     def __init__(self, index: int, chunk: list[int], start: int, samples: bool):
         self.request_id = index
         self.all_token_ids = _OffsetTokens(chunk, start)
         # ScheduledRequest re-derives ``samples`` as "the chunk ends at the last token"
-        self.num_tokens = start + len(chunk) + (0 if samples else 1)
+        self.num_scheduled_tokens = start + len(chunk) + (0 if samples else 1)
 
 
 class _OffsetTokens:
