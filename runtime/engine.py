@@ -129,6 +129,14 @@ class LLMEngine:
     def has_unfinished_requests(self) -> bool:
         return bool(self._groups)
 
+    def set_async_scheduling(self, enabled: bool) -> list[RequestOutput]:
+        """Switch run-ahead on or off between steps (benchmarks compare both on one
+        engine). Lands a step still in flight first; returns its outputs."""
+        outputs = self._land(self._in_flight) if self._in_flight is not None else []
+        self._in_flight = None
+        self.run_ahead = enabled and hasattr(self.executor, "launch")
+        return outputs
+
     # ---- one step ------------------------------------------------------------------
     def step(self) -> list[RequestOutput]:
         if self.run_ahead:

@@ -39,6 +39,7 @@ class ModelRunner:
         self.graphs = None            # DecodeGraphs once captured (CUDA, triton backend)
         self.host_time_s = 0.0        # input preparation, summed over steps
         self.num_steps = 0
+        self.device_trace: list | None = None   # (start, end) CUDA events per step
         self._pin = device.type == "cuda"
 
     # ---- KV cache ------------------------------------------------------------------
@@ -75,12 +76,29 @@ class ModelRunner:
             out, block_tables, ahead_of)
         self.host_time_s += time.perf_counter() - start
         self.num_steps += 1
+        began = self._mark()
         hidden = self.forward(token_ids, positions, meta)
-        if not requests:
-            return StepHandle([], None)
-        logits = self.model.compute_logits(hidden[sample_rows]).float()
-        return StepHandle(requests, self.sampler.sample(
-            logits, [r.sampling_state for r in requests]))
+        handle = StepHandle([], None)
+        if requests:
+            logits = self.model.compute_logits(hidden[sample_rows]).float()
+            handle = StepHandle(requests, self.sampler.sample(
+                logits, [r.sampling_state for r in requests]))
+        if began is not None:
+            self.device_trace.append((began, self._mark()))
+        return handle
+
+    def trace_device(self, enabled: bool = True) -> None:
+        """Record when each step starts and ends on the device (CUDA events), so that a
+        benchmark can tell how long the device sat idle between steps waiting for the
+        host. Off by default: events cost a little host time."""
+        self.device_trace = [] if enabled and self.device.type == "cuda" else None
+
+    def _mark(self):
+        if self.device_trace is None:
+            return None
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
 
     def forward(self, token_ids, positions, meta: AttentionMetadata) -> torch.Tensor:
         if self.graphs is not None and meta.is_decode_only and self.graphs.fits(meta):
@@ -142,7 +160,8 @@ class ModelRunner:
             [token_ids, positions, slots, np.asarray(sample_rows, np.int64),
              np.asarray(late_rows, np.int64), np.asarray(late_sources, np.int64)], np.int64)
         if late_rows:
-            token_ids_t[late_t] = ahead_of.batch.token_ids[sources_t]
+            late_tokens = ahead_of.batch.token_ids.index_select(0, sources_t)
+            token_ids_t.index_copy_(0, late_t, late_tokens)
         table_t, seq_lens_t, cu_t = self._upload([table, seq_lens, cu], np.int32)
         meta = AttentionMetadata(
             slot_mapping=slots_t, block_tables=table_t, seq_lens=seq_lens_t, cu_seqlens_q=cu_t,

@@ -97,46 +97,67 @@ def limit_estimate(prompts, ceilings) -> dict:
             "prefill_flops": prefill_flops, "decode_bytes": decode_bytes}
 
 
-def run_ours(model_dir, prompts) -> tuple[dict, object]:
-    from kubellm.runtime import LLM, SamplingParams
+def make_llm(model_dir):
+    from kubellm.runtime import LLM
     t0 = time.perf_counter()
     llm = LLM(model_dir, load_format="dummy", skip_tokenizer_init=True, max_model_len=10240,
               max_num_seqs=256, max_num_batched_tokens=8192, gpu_memory_utilization=0.9,
               device=DEVICE, dtype=str(DTYPE).removeprefix("torch."))
-    startup = time.perf_counter() - t0
+    return llm, time.perf_counter() - t0
+
+
+def run_ours(llm, prompts, async_scheduling: bool = True) -> dict:
+    """W through ``llm``, with the engine running ahead of the device (async scheduling,
+    the default) or waiting for every step (the same engine switched over)."""
+    from kubellm.runtime import SamplingParams
+    engine = llm.engine
+    engine.set_async_scheduling(async_scheduling)
     params = SamplingParams(temperature=0, max_tokens=OUTPUT_LEN, ignore_eos=True,
                             detokenize=False)
     llm.generate(prompts[:8], params.clone(max_tokens=8))          # warm-up
-    engine = llm.engine
-    engine.timings.update(schedule_s=0.0, execute_s=0.0, postprocess_s=0.0, steps=0)
+    engine.set_async_scheduling(async_scheduling)                   # lands the last step
+    engine.timings.update(schedule_s=0.0, execute_s=0.0, postprocess_s=0.0, wait_s=0.0,
+                          steps=0)
+    engine.executor.host_time_s = 0.0
     sync()
     t0 = time.perf_counter()
     outs = llm.generate(prompts, params)
     elapsed = time.perf_counter() - t0
     n_out = sum(len(o.outputs[0].token_ids) for o in outs)
     n_in = sum(map(len, prompts))
-    return {"elapsed_s": round(elapsed, 3), "output_tok_s": round(n_out / elapsed, 1),
-            "total_tok_s": round((n_in + n_out) / elapsed, 1), "output_tokens": n_out,
-            "input_tokens": n_in, "steps": engine.timings["steps"],
-            "startup_s": round(startup, 1), "num_kv_blocks": engine.kv.num_blocks,
-            "preemptions": engine.scheduler.num_preemptions}, llm
+    t, steps = engine.timings, max(1, engine.timings["steps"])
+    host_s = t["schedule_s"] + t["postprocess_s"] + engine.executor.host_time_s
+    result = {"async_scheduling": async_scheduling, "elapsed_s": round(elapsed, 3),
+              "output_tok_s": round(n_out / elapsed, 1),
+              "total_tok_s": round((n_in + n_out) / elapsed, 1), "output_tokens": n_out,
+              "input_tokens": n_in, "steps": t["steps"],
+              "host_ms_per_step": round(host_s / steps * 1e3, 3),
+              "wait_ms_per_step": round(t["wait_s"] / steps * 1e3, 3),
+              "num_kv_blocks": engine.kv.num_blocks,
+              "preemptions": engine.scheduler.num_preemptions}
+    engine.set_async_scheduling(True)
+    return result
 
 
 def decode_rate(llm, batch: int, context: int, steps: int = 32,
-                output_kind: str = "cumulative") -> dict:
-    """Steady decode at ``batch`` sequences of ``context`` tokens: tok/s and host share.
+                output_kind: str = "cumulative", async_scheduling: bool = True) -> dict:
+    """Steady decode at ``batch`` sequences of ``context`` tokens: tok/s, the host's work
+    per step, and the share of the time the device sat idle waiting for the host (with
+    async scheduling the host works while the device runs, so only that share costs).
     ``cumulative`` outputs every step (what the server streams); ``final_only`` is what
     offline ``LLM.generate`` asks for."""
     from kubellm.runtime import SamplingParams
-    from kubellm.runtime.bench.steady import fill_until_decoding, host_ms_per_step
+    from kubellm.runtime.bench.steady import device_idle, fill_until_decoding, host_ms_per_step
     engine = llm.engine
+    engine.set_async_scheduling(async_scheduling)
     rng = random.Random(batch * 7 + context)
-    params = SamplingParams(temperature=0, max_tokens=steps + 4, ignore_eos=True,
+    params = SamplingParams(temperature=0, max_tokens=steps + 8, ignore_eos=True,
                             detokenize=False, output_kind=output_kind)
-    ids = [f"d{batch}-{context}-{i}" for i in range(batch)]
+    ids = [f"d{batch}-{context}-{i}-{async_scheduling}" for i in range(batch)]
     fill_until_decoding(engine, {i: [rng.randrange(16, SHAPE["vocab_size"] - 16)
                                      for _ in range(context)]
                                  for i in ids}, params)
+    engine.executor.trace_device(True)
     sync()
     t0 = time.perf_counter()
     for _ in range(steps):
@@ -144,12 +165,17 @@ def decode_rate(llm, batch: int, context: int, steps: int = 32,
     sync()
     wall = time.perf_counter() - t0
     host = host_ms_per_step(engine, steps)
+    idle = device_idle(engine.executor)
+    engine.executor.trace_device(False)
     for i in ids:
         engine.abort_request(i)
+    engine.set_async_scheduling(True)
+    step_ms = wall / steps * 1e3
     return {"batch": batch, "context": context, "output_kind": output_kind,
+            "async_scheduling": async_scheduling,
             "decode_tok_s": round(batch * steps / wall, 1),
-            "step_ms": round(wall / steps * 1e3, 3), "host_ms_per_step": host["host_ms"],
-            "host_fraction": round(host["host_ms"] / (wall / steps * 1e3), 4), **host}
+            "step_ms": round(step_ms, 3), "host_ms_per_step": host["host_ms"],
+            "host_fraction": round(host["host_ms"] / step_ms, 4), **host, **(idle or {})}
 
 
 def run_hf(model_dir, prompts, batch_size=64) -> dict:
@@ -231,8 +257,13 @@ def main() -> int:
     if args.compare_hf:   # first: our engine's CUDA graphs keep its memory until exit
         result["hf"] = run_hf(model_dir, prompts)
         print("hf:", result["hf"], flush=True)
-    ours, llm = run_ours(model_dir, prompts)
+    llm, startup = make_llm(model_dir)
+    ours = run_ours(llm, prompts)
+    ours["startup_s"] = round(startup, 1)
     result["kubellm"] = ours
+    result["kubellm_waiting_for_each_step"] = run_ours(llm, prompts, async_scheduling=False)
+    print("kubellm W without async scheduling:", result["kubellm_waiting_for_each_step"],
+          flush=True)
     result["fraction_of_limit"] = round(ours["output_tok_s"] /
                                         result["limit"]["limit_output_tok_s"], 3)
     print("kubellm W:", ours, "fraction of limit:", result["fraction_of_limit"], flush=True)
@@ -240,8 +271,10 @@ def main() -> int:
     result["decode_batch256"] = decode_rate(llm, batch, 512 if not args.smoke else 16)
     result["decode_batch256_final_only"] = decode_rate(llm, batch, 512 if not args.smoke else 16,
                                                        output_kind="final_only")
-    print("decode @256:", result["decode_batch256"], result["decode_batch256_final_only"],
-          flush=True)
+    result["decode_batch256_waiting"] = decode_rate(llm, batch, 512 if not args.smoke else 16,
+                                                    async_scheduling=False)
+    for key in ("decode_batch256", "decode_batch256_final_only", "decode_batch256_waiting"):
+        print(key, result[key], flush=True)
     (out / "workload_w.json").write_text(json.dumps(result, indent=1))
     if not args.skip_sweep:
         batches, contexts = ((1, 8, 32, 64, 128, 256), (2048, 8192)) if not args.smoke \

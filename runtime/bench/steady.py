@@ -22,3 +22,20 @@ def host_ms_per_step(engine, steps: int) -> dict:
     return {"schedule_ms": per(t["schedule_s"]), "prepare_ms": per(prepare),
             "postprocess_ms": per(t["postprocess_s"]),
             "host_ms": per(t["schedule_s"] + prepare + t["postprocess_s"])}
+
+
+def device_idle(runner) -> dict | None:
+    """From ``runner.trace_device()``'s events: device time per step and the share of the
+    wall time the device sat idle between steps (waiting for the host). None off CUDA."""
+    trace = runner.device_trace
+    if not trace:
+        return None
+    import torch
+    torch.cuda.synchronize()
+    busy = sum(start.elapsed_time(end) for start, end in trace)
+    idle = sum(end.elapsed_time(next_start)
+               for (_, end), (next_start, _) in zip(trace, trace[1:]))
+    wall = trace[0][0].elapsed_time(trace[-1][1])
+    return {"device_ms_per_step": round(busy / len(trace), 3),
+            "device_idle_ms_per_step": round(idle / max(1, len(trace) - 1), 3),
+            "device_idle_fraction": round(idle / wall, 4) if wall > 0 else 0.0}
