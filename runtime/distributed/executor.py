@@ -93,6 +93,11 @@ class DistributedExecutor:
         return gathered
 
     @property
+    def num_steps(self) -> int:
+        """Steps executed so far: the StepWork.step the next one will carry."""
+        return self._num_steps
+
+    @property
     def worker_pids(self) -> dict[int, int]:
         return self.supervisor.pids
 

@@ -5,11 +5,14 @@ these functions unconditionally.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+
+from kubellm.runtime.distributed import comm_timing
 
 
 @dataclass
@@ -46,7 +49,8 @@ def tp_rank() -> int:
 def tp_all_reduce(x: torch.Tensor) -> torch.Tensor:
     if _STATE.tp_size == 1:
         return x
-    dist.all_reduce(x, group=_STATE.tp_group)
+    with comm_timing.span("all_reduce"):
+        dist.all_reduce(x, group=_STATE.tp_group)
     return x
 
 
@@ -54,7 +58,8 @@ def tp_all_gather_last_dim(x: torch.Tensor) -> torch.Tensor:
     if _STATE.tp_size == 1:
         return x
     parts = [torch.empty_like(x) for _ in range(_STATE.tp_size)]
-    dist.all_gather(parts, x.contiguous(), group=_STATE.tp_group)
+    with comm_timing.span("all_gather"):
+        dist.all_gather(parts, x.contiguous(), group=_STATE.tp_group)
     return torch.cat(parts, dim=-1)
 
 
@@ -73,9 +78,11 @@ def initialize(layout, init_method: str, backend: str, timeout_s: float) -> None
                 tp_group = group
     set_state(ParallelState(layout.tp_size, layout.tp_rank, layout.pp_size, layout.pp_rank,
                             tp_group=tp_group, control_group=control))
+    comm_timing.configure(os.environ, is_cuda=backend == "nccl")
 
 
 def destroy() -> None:
     if dist.is_initialized():
         dist.destroy_process_group()
     set_state(ParallelState())
+    comm_timing.reset()

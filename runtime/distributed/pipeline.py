@@ -14,6 +14,7 @@ import torch
 import torch.distributed as dist
 
 from kubellm.runtime.attention.metadata import set_metadata
+from kubellm.runtime.distributed import comm_timing
 from kubellm.runtime.distributed.layout import RankLayout
 from kubellm.runtime.distributed.step_work import BlockTableMirror, StepWork
 from kubellm.runtime.distributed.trace import StageTrace
@@ -34,6 +35,7 @@ class PipelineStage:
         sampling rows when this rank is on the last stage (else [])."""
         layout, runner = self.layout, self.runner
         block_tables = self.tables.rebuild(work)
+        comm_timing.begin_step(work.step)
         in_flight = []  # (work handle, tensor): a send's buffer must outlive the send
         logits = []
         for m in range(len(work.micro_batches)):
@@ -43,7 +45,8 @@ class PipelineStage:
             if not layout.is_first_stage:
                 received = torch.empty(2, work.num_tokens(m), self.hidden_size,
                                        dtype=runner.dtype, device=runner.device)
-                dist.recv(received, src=layout.prev_stage_rank)
+                with comm_timing.span("send_recv"):
+                    dist.recv(received, src=layout.prev_stage_rank)
                 hidden, residual = received[0], received[1]
             began = time.time()
             set_metadata(meta)
@@ -64,8 +67,10 @@ class PipelineStage:
             # queued before the driver's next activations would wait for each other.
             sent = torch.cat(logits)
             in_flight.append((dist.isend(sent, dst=0), sent))
-        for handle, _ in in_flight:
-            handle.wait()
+        if in_flight:
+            with comm_timing.span("send_recv"):  # what the sends still owe at step end
+                for handle, _ in in_flight:
+                    handle.wait()
         return logits if layout.is_driver else []
 
     def receive_logits(self, work: StepWork, vocab_size: int) -> list[torch.Tensor]:
@@ -76,5 +81,6 @@ class PipelineStage:
             return []
         logits = torch.empty(num_rows, vocab_size, dtype=torch.float32,
                              device=self.runner.device)
-        dist.recv(logits, src=self.layout.last_stage_leader)
+        with comm_timing.span("send_recv"):
+            dist.recv(logits, src=self.layout.last_stage_leader)
         return [logits]

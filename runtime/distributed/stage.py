@@ -15,6 +15,7 @@ import torch.distributed as dist
 
 from kubellm.runtime.config import EngineConfig
 from kubellm.runtime.config_sources import ConfigError
+from kubellm.runtime.distributed import comm_timing
 from kubellm.runtime.distributed import parallel_state as ps
 from kubellm.runtime.distributed.layout import RankLayout
 from kubellm.runtime.engine_builder import resolve_device
@@ -87,11 +88,12 @@ def agree_num_blocks(config: EngineConfig, runner, layout: RankLayout) -> int:
 
 def describe_rank(runner, layout: RankLayout) -> dict:
     """What this rank holds: its place in the grid, its layers, parameter shapes and
-    KV-cache shape (sharded-loading checks and debugging)."""
+    KV-cache shape (sharded-loading checks and debugging), and its per-step collective
+    times when KUBELLM_COMM_TIMING is set (else None)."""
     model = runner.model
     first = runner.attn_layers[0] if runner.attn_layers else None
     return {"rank": layout.rank, "tp_rank": layout.tp_rank, "pp_rank": layout.pp_rank,
             "layers": [model.start_layer, model.end_layer],
             "params": {n: list(p.shape) for n, p in model.named_parameters()},
             "kv_cache_shape": list(first.k_cache.shape) if first is not None else None,
-            "num_kv_caches": 2 * len(runner.attn_layers)}
+            "num_kv_caches": 2 * len(runner.attn_layers), "comm": comm_timing.summary()}
