@@ -5,7 +5,9 @@
 #     .serve-bench/{tokenizer,whl} carried: the SmolLM2 tokenizer files and wheels of what
 #     the GPU image lacks (see benchmarks/serving/README.md)
 #   STAGES="multi" bash benchmarks/gpu/run_all.sh   # TP/PP on 2+ GPUs (NCCL); carry the
-#     SmolLM2 tokenizer files in .serve-bench/tokenizer (tests read KUBELLM_TEST_TOKENIZER_DIR)
+#     SmolLM2 tokenizer files in .serve-bench/tokenizer (tests read KUBELLM_TEST_TOKENIZER_DIR);
+#     then benchmarks/gpu/multi_gpu.py (TP/PP vs TP=1, W scaling, collective times) with
+#     MULTI_ARGS (default "--budget-s 420": it starts no configuration past that)
 # Results land in $OUT (JSON, PNG, logs).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -28,6 +30,9 @@ for stage in $STAGES; do
                -- --request-rates 4,16,inf --num-prompts 64 --max-model-len 2048 \
                --max-num-seqs 128 2>&1 | tail -20 ;;
     multi)   KUBELLM_TEST_TOKENIZER_DIR=$PWD/.serve-bench/tokenizer NCCL_NVLS_ENABLE=0 python3 -m pytest -m gpu tests/distributed -q \
-               -p no:cacheprovider 2>&1 | tee "$OUT/multi_gpu_tests.log" | tail -20 ;;
+               -p no:cacheprovider 2>&1 | tee "$OUT/multi_gpu_tests.log" | tail -20
+             # shellcheck disable=SC2086  # MULTI_ARGS is a list of flags
+             python3 benchmarks/gpu/multi_gpu.py --out "$OUT" ${MULTI_ARGS:---budget-s 420} 2>&1 \
+               | tee "$OUT/multi_gpu.log" | grep -v Warning | tail -30 ;;
   esac
 done

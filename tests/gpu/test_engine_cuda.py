@@ -10,6 +10,7 @@ import random
 import pytest
 import torch
 
+from tests.gpu.agreement import first_disagreement
 from tests.gpu.shapes import LLAMA3_8B, QWEN3_8B, write_config
 
 pytestmark = pytest.mark.gpu
@@ -31,18 +32,6 @@ def _random_checkpoint(shape, tmp_path, layers=4):
         model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
     model.save_pretrained(tmp_path / "ckpt")
     return str(tmp_path / "ckpt"), model.eval()
-
-
-def _top5_agree(ours, ours_lp, ref, ref_scores) -> str | None:
-    for t, (a, b) in enumerate(zip(ours, ref)):
-        ref_top = set(torch.topk(ref_scores[t], 5).indices.tolist())
-        if a not in ref_top:
-            return f"step {t}: our token {a} not in transformers' top-5 {ref_top}"
-        if b not in ours_lp[t]:
-            return f"step {t}: transformers' token {b} not in our top-5 {set(ours_lp[t])}"
-        if a != b:
-            return None     # first divergence, both within the other's top-5: stop here
-    return None
 
 
 @pytest.fixture(scope="module")
@@ -78,8 +67,9 @@ def test_bf16_top5_agreement_with_transformers(shape, enforce_eager, checkpoints
                           max_new_tokens=MAX_TOKENS, min_new_tokens=MAX_TOKENS,
                           output_scores=True, return_dict_in_generate=True, pad_token_id=0)
         ref = gen.sequences[0, len(p):].tolist()
-        scores = [s[0].float() for s in gen.scores]
-        msg = _top5_agree(o.outputs[0].token_ids, o.outputs[0].logprobs, ref, scores)
+        ref_top5 = [set(torch.topk(s[0].float(), 5).indices.tolist()) for s in gen.scores]
+        msg = first_disagreement(o.outputs[0].token_ids, o.outputs[0].logprobs, ref, ref_top5,
+                                 names=("ours", "transformers"))
         if msg:
             failures.append(msg)
     llm.engine.executor.graphs = None
