@@ -8,6 +8,7 @@ Owns the KV-cache tensors.
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 
@@ -40,7 +41,10 @@ class ModelRunner:
         self.host_time_s = 0.0        # input preparation, summed over steps
         self.num_steps = 0
         self.device_trace: list | None = None   # (start, end) CUDA events per step
-        self._pin = device.type == "cuda"
+        self._staging = None
+        if device.type == "cuda":
+            from kubellm.runtime.staging import PinnedStaging
+            self._staging = PinnedStaging(device)
 
     # ---- KV cache ------------------------------------------------------------------
     def kv_bytes_per_block(self) -> int:
@@ -145,8 +149,10 @@ class ModelRunner:
             positions = np.concatenate([np.arange(a, a + n) for a, n in zip(starts, query_lens)])
         width = max(len(t) for t in block_tables)
         table = np.zeros((num_seqs, width), np.int32)
-        for i, t in enumerate(block_tables):
-            table[i, :len(t)] = t
+        # one vectorised fill instead of a numpy assignment per row (~2 us each)
+        lengths = np.fromiter(map(len, block_tables), np.int64, num_seqs)
+        table[np.arange(width) < lengths[:, None]] = np.fromiter(
+            itertools.chain.from_iterable(block_tables), np.int32, int(lengths.sum()))
         seq_index = np.repeat(np.arange(num_seqs), query_lens)
         bs = self.block_size
         slots = table[seq_index, positions // bs].astype(np.int64) * bs + positions % bs
@@ -156,13 +162,14 @@ class ModelRunner:
                 sample_rows.append(int(cu[i + 1]) - 1)
                 requests.append(s.request)
         max_q = int(query_lens.max())
-        token_ids_t, positions_t, slots_t, rows_t, late_t, sources_t = self._upload(
-            [token_ids, positions, slots, np.asarray(sample_rows, np.int64),
-             np.asarray(late_rows, np.int64), np.asarray(late_sources, np.int64)], np.int64)
+        int64 = [np.asarray(a, np.int64) for a in (token_ids, positions, slots, sample_rows,
+                                                     late_rows, late_sources)]
+        int32 = [np.asarray(a, np.int32) for a in (table, seq_lens, cu)]
+        (token_ids_t, positions_t, slots_t, rows_t, late_t, sources_t,
+         table_t, seq_lens_t, cu_t) = self._upload(int64 + int32)
         if late_rows:
             late_tokens = ahead_of.batch.token_ids.index_select(0, sources_t)
             token_ids_t.index_copy_(0, late_t, late_tokens)
-        table_t, seq_lens_t, cu_t = self._upload([table, seq_lens, cu], np.int32)
         meta = AttentionMetadata(
             slot_mapping=slots_t, block_tables=table_t, seq_lens=seq_lens_t, cu_seqlens_q=cu_t,
             max_seqlen_q=max_q,
@@ -170,22 +177,13 @@ class ModelRunner:
             is_decode_only=max_q == 1)
         return token_ids_t, positions_t, meta, rows_t, requests
 
-    def _upload(self, arrays: list[np.ndarray], dtype) -> list[torch.Tensor]:
-        """Arrays of one dtype -> device tensors of their shapes, through one pinned
-        buffer and one non-blocking copy (each separate copy costs tens of us of host
-        time on CUDA)."""
-        if self.device.type == "cpu":
-            return [torch.from_numpy(np.ascontiguousarray(a, dtype)) for a in arrays]
-        flat = np.concatenate([np.asarray(a, dtype).ravel() for a in arrays])
-        host = torch.from_numpy(flat)
-        if self._pin:
-            host = host.pin_memory()
-        dev = host.to(self.device, non_blocking=True)
-        out, offset = [], 0
-        for a in arrays:
-            out.append(dev[offset:offset + a.size].view(a.shape))
-            offset += a.size
-        return out
+    def _upload(self, arrays: list[np.ndarray]) -> list[torch.Tensor]:
+        """Arrays -> device tensors of their dtypes and shapes: one pinned buffer and
+        one non-blocking copy on CUDA (each separate copy costs tens of us of host
+        time), the arrays themselves on CPU."""
+        if self._staging is None:
+            return [torch.from_numpy(np.ascontiguousarray(a)) for a in arrays]
+        return self._staging.upload(arrays)
 
 
 class StepHandle:

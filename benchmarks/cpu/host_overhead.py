@@ -25,6 +25,8 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=64)
     ap.add_argument("--output-kind", default="cumulative", choices=["cumulative", "final_only"])
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--no-async-scheduling", action="store_true",
+                    help="wait for every step (the engine's async scheduling off)")
     args = ap.parse_args()
 
     from kubellm.runtime import LLM, SamplingParams
@@ -40,7 +42,8 @@ def main() -> int:
     config.save_pretrained(tmp)
     llm = LLM(str(tmp), load_format="dummy", skip_tokenizer_init=True,
               max_num_seqs=args.batch, max_num_batched_tokens=args.batch * args.context,
-              num_kv_blocks=args.batch * (args.context + args.steps + 32) // 16 + 16)
+              num_kv_blocks=args.batch * (args.context + args.steps + 32) // 16 + 16,
+              async_scheduling=not args.no_async_scheduling)
     engine = llm.engine
     rng = random.Random(0)
     params = SamplingParams(temperature=0, max_tokens=args.steps + 8, ignore_eos=True,
@@ -61,6 +64,7 @@ def main() -> int:
         import pstats
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
     result = {"batch": args.batch, "context": args.context, "output_kind": args.output_kind,
+              "async_scheduling": engine.run_ahead,
               **host_ms_per_step(engine, args.steps),
               "step_ms": round(wall / args.steps * 1e3, 3),
               "torch_threads": torch.get_num_threads()}

@@ -41,7 +41,7 @@ def kv_bytes_per_token() -> int:
 
 def sync() -> None:
     if DEVICE == "cuda":
-        sync()
+        torch.cuda.synchronize()
 
 
 def median_ms(fn, repeats: int = 20) -> float:
@@ -70,9 +70,13 @@ def measure_ceilings() -> dict:
     return {"matmul_tflops": round(tflops, 1), "copy_tb_s": round(copy_tb_s, 3)}
 
 
-def workload() -> list[list[int]]:
+def workload(seed: int = 0) -> list[list[int]]:
+    """W's prompts: fixed lengths, random tokens (another ``seed``, the same lengths but no
+    shared prefix: a second run on one engine must not hit the prefix cache)."""
     rng = random.Random(0)
     lengths = [rng.randint(LOW, HIGH) for _ in range(NUM_REQUESTS)]
+    if seed:
+        rng = random.Random(seed)
     return [[rng.randrange(16, SHAPE["vocab_size"] - 16) for _ in range(n)] for n in lengths]
 
 
@@ -97,6 +101,10 @@ def limit_estimate(prompts, ceilings) -> dict:
             "prefill_flops": prefill_flops, "decode_bytes": decode_bytes}
 
 
+def _alloc_retries() -> int:
+    return torch.cuda.memory_stats().get("num_alloc_retries", 0) if DEVICE == "cuda" else 0
+
+
 def make_llm(model_dir):
     from kubellm.runtime import LLM
     t0 = time.perf_counter()
@@ -119,10 +127,22 @@ def run_ours(llm, prompts, async_scheduling: bool = True) -> dict:
     engine.timings.update(schedule_s=0.0, execute_s=0.0, postprocess_s=0.0, wait_s=0.0,
                           steps=0)
     engine.executor.host_time_s = 0.0
+    launches = []                    # (ms to launch, tokens, sequences) per step
+    launch = engine.executor.launch
+
+    def timed_launch(out, tables, ahead_of=None):
+        t = time.perf_counter()
+        handle = launch(out, tables, ahead_of)
+        launches.append((round((time.perf_counter() - t) * 1e3, 2), out.num_batched_tokens,
+                         len(out.scheduled)))
+        return handle
+    engine.executor.launch = timed_launch
+    retries = _alloc_retries()
     sync()
     t0 = time.perf_counter()
     outs = llm.generate(prompts, params)
     elapsed = time.perf_counter() - t0
+    del engine.executor.launch
     n_out = sum(len(o.outputs[0].token_ids) for o in outs)
     n_in = sum(map(len, prompts))
     t, steps = engine.timings, max(1, engine.timings["steps"])
@@ -134,7 +154,15 @@ def run_ours(llm, prompts, async_scheduling: bool = True) -> dict:
               "host_ms_per_step": round(host_s / steps * 1e3, 3),
               "wait_ms_per_step": round(t["wait_s"] / steps * 1e3, 3),
               "num_kv_blocks": engine.kv.num_blocks,
-              "preemptions": engine.scheduler.num_preemptions}
+              "preemptions": engine.scheduler.num_preemptions,
+              # launching is host work only (the device runs behind), unless something in
+              # the forward pass waits for the device: these show where
+              "launch_ms_decode_steps": round(sum(ms for ms, n, b in launches if n == b), 1),
+              "launch_ms_mixed_steps": round(sum(ms for ms, n, b in launches if n != b), 1),
+              "slowest_launches": sorted(launches, reverse=True)[:12],
+              # the caching allocator freeing its cache to retry a failed cudaMalloc (a
+              # device sync each time): the sign of a KV pool sized too close to the limit
+              "allocator_retries": _alloc_retries() - retries}
     engine.set_async_scheduling(True)
     return result
 
@@ -261,7 +289,8 @@ def main() -> int:
     ours = run_ours(llm, prompts)
     ours["startup_s"] = round(startup, 1)
     result["kubellm"] = ours
-    result["kubellm_waiting_for_each_step"] = run_ours(llm, prompts, async_scheduling=False)
+    result["kubellm_waiting_for_each_step"] = run_ours(llm, workload(seed=1),
+                                                       async_scheduling=False)
     print("kubellm W without async scheduling:", result["kubellm_waiting_for_each_step"],
           flush=True)
     result["fraction_of_limit"] = round(ours["output_tok_s"] /

@@ -1,0 +1,94 @@
+"""Where a decode step's host time goes on the GPU machine, with async scheduling on and
+off: per-phase host ms, time blocked on the device, device busy/idle per step (CUDA
+events), and a cProfile of the steps. Llama-3-8B shape with ``--layers`` layers.
+
+    python benchmarks/gpu/host_profile.py --layers 32 --batch 256 --context 512 --out DIR
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import pstats
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+
+def sync() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def profile_mode(llm, run_ahead: bool, batch: int, context: int, steps: int) -> dict:
+    from kubellm.runtime import SamplingParams
+    from kubellm.runtime.bench.steady import device_idle, fill_until_decoding, host_ms_per_step
+    engine = llm.engine
+    engine.set_async_scheduling(run_ahead)
+    rng = random.Random(batch + context)
+    params = SamplingParams(temperature=0, max_tokens=2 * steps + 8, ignore_eos=True,
+                            detokenize=False)
+    ids = [f"{run_ahead}-{i}" for i in range(batch)]
+    fill_until_decoding(engine, {i: [rng.randrange(16, 120000) for _ in range(context)]
+                                 for i in ids}, params)
+    engine.timings["wait_s"] = 0.0
+    engine.executor.trace_device(True)
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        engine.step()
+    sync()
+    wall = time.perf_counter() - t0
+    result = {"async_scheduling": run_ahead, "step_ms": round(wall / steps * 1e3, 3),
+              **host_ms_per_step(engine, steps),
+              "wait_ms": round(engine.timings["wait_s"] / steps * 1e3, 3),
+              **(device_idle(engine.executor) or {})}
+    engine.executor.trace_device(False)
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(steps):
+        engine.step()
+    profiler.disable()
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(30)
+    result["profile"] = text.getvalue()
+    for i in ids:
+        engine.abort_request(i)
+    engine.set_async_scheduling(True)
+    return result
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--layers", type=int, default=32)
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--context", type=int, default=512)
+    ap.add_argument("--steps", type=int, default=32)
+    ap.add_argument("--out", default=".")
+    args = ap.parse_args()
+    from kubellm.runtime import LLM
+    from tests.gpu.shapes import LLAMA3_8B, write_config
+    model_dir = write_config(LLAMA3_8B, Path(tempfile.mkdtemp()) / "m",
+                             num_hidden_layers=args.layers)
+    llm = LLM(model_dir, load_format="dummy", skip_tokenizer_init=True, max_model_len=4096,
+              max_num_seqs=args.batch, max_num_batched_tokens=8192)
+    results = [profile_mode(llm, ahead, args.batch, args.context, args.steps)
+               for ahead in (False, True)]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for r in results:
+        (out / f"host_profile_async_{r['async_scheduling']}.txt").write_text(r.pop("profile"))
+        print(json.dumps({"layers": args.layers, "batch": args.batch, **r}), flush=True)
+    (out / f"host_profile_{args.layers}l.json").write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
