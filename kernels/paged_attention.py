@@ -92,7 +92,9 @@ def _attend_key_tiles(
     return acc, m_i, l_i
 
 
-@triton.jit(do_not_specialize=["num_seqs"])  # one binary for every batch size
+# one binary for every batch size and block-table width: a value-specialised variant
+# (a width divisible by 16 or not) would compile mid-run when a new mix first appears
+@triton.jit(do_not_specialize=["num_seqs", "stride_bt"])
 def _paged_attention_kernel(
     q_ptr,            # [T, Hq, D]
     k_cache_ptr,      # [num_blocks, BLOCK_SIZE, Hkv, D]

@@ -6,12 +6,17 @@ previous step's buffer is still waiting for its copy (queued behind the running 
 so a caching allocator keeps having to find or make another one. Here a few pinned
 buffers are used in turn; a buffer is written again only after the copy that last read
 it has run (a CUDA event per buffer, long done by then). All arrays of a step go in one
-buffer and one copy, each at an 8-byte aligned offset, and come out as typed views.
+buffer and one copy, each at a 16-byte aligned offset, and come out as typed views.
 """
 from __future__ import annotations
 
 import numpy as np
 import torch
+
+# Every array starts 16-byte aligned. Triton specialises a kernel on whether each pointer
+# argument is 16-byte aligned: offsets that moved with the other arrays' sizes gave each
+# step's mix its own compiled variant (seconds of JIT in the middle of a run).
+_ALIGN = 16
 
 _TORCH_DTYPES = {np.dtype(np.int64): torch.int64, np.dtype(np.int32): torch.int32,
                  np.dtype(np.float32): torch.float32}
@@ -30,7 +35,7 @@ class PinnedStaging:
         offsets, total = [], 0
         for a in arrays:
             offsets.append(total)
-            total += -(-a.nbytes // 8) * 8
+            total += -(-a.nbytes // _ALIGN) * _ALIGN
         buffer = self._buffers[self._next]
         self._next = (self._next + 1) % len(self._buffers)
         buffer.wait_and_reserve(total)

@@ -26,3 +26,15 @@ def test_arrays_come_back_typed_and_intact_through_the_ring():
         for a, t in zip(arrays, tensors):
             assert t.dtype == torch.from_numpy(a).dtype and tuple(t.shape) == a.shape
             assert np.array_equal(t.numpy(), a)
+
+
+def test_every_array_starts_16_byte_aligned():
+    # Triton specialises kernels on 16-byte pointer alignment: a view that is aligned or
+    # not depending on the other arrays' sizes would compile a new variant mid-run
+    staging = PinnedStaging(torch.device("cpu"))
+    for sizes in [(1, 3, 5), (2, 7, 1), (0, 1, 9)]:
+        arrays = [np.arange(n, dtype=dt) for n, dt in zip(sizes, (np.int64, np.int32, np.int32))]
+        tensors = staging.upload(arrays)
+        base = tensors[0].untyped_storage().data_ptr()
+        for t in tensors:
+            assert (t.data_ptr() - base) % 16 == 0
