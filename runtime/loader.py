@@ -6,6 +6,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import zlib
 
 import torch
 from safetensors import safe_open
@@ -26,21 +27,35 @@ def load_model(model_dir: str, hf_config, dtype: torch.dtype, device: torch.devi
         torch.set_default_dtype(previous)
     model.to_empty(device=device)
     if load_format == "dummy":
-        init_dummy_weights(model)
+        init_dummy_weights(model, hf_config)
     else:
         load_weights(model, model_dir)
     return model.eval()
 
 
 @torch.no_grad()
-def init_dummy_weights(model: torch.nn.Module, seed: int = 0) -> None:
-    """Random weights of sane scale (throughput does not depend on their values)."""
-    gen = torch.Generator(device=next(model.parameters()).device).manual_seed(seed)
-    for name, param in model.named_parameters():
-        if param.dim() == 1:
-            param.fill_(1.0 if "norm" in name else 0.0)
+def init_dummy_weights(model: torch.nn.Module, hf_config, seed: int = 0) -> None:
+    """Random weights of sane scale, the same whatever the parallel layout: each tensor of
+    the checkpoint this config describes is drawn whole, from a seed of its name, and goes
+    through the loading path, so a TP rank or PP stage holds exactly its slice of the
+    weights a single process would hold (TP/PP can be checked against TP=1 on them)."""
+    device = next(model.parameters()).device
+    _assign(model, _dummy_checkpoint(hf_config, device, seed), "dummy weights")
+
+
+def _dummy_checkpoint(hf_config, device: torch.device, seed: int):
+    """(name, tensor) for every tensor of the Hugging Face checkpoint of ``hf_config``,
+    in the shapes transformers gives them (built on the meta device: no memory)."""
+    from transformers import AutoModelForCausalLM
+    with torch.device("meta"):
+        reference = AutoModelForCausalLM.from_config(hf_config)
+    for name, meta in reference.state_dict().items():
+        if meta.dim() == 1:
+            value = torch.full(meta.shape, 1.0 if "norm" in name else 0.0, device=device)
         else:
-            param.normal_(0.0, 0.02, generator=gen)
+            gen = torch.Generator(device=device).manual_seed(zlib.crc32(name.encode()) ^ seed)
+            value = torch.empty(meta.shape, device=device).normal_(0.0, 0.02, generator=gen)
+        yield name, value
 
 
 def checkpoint_files(model_dir: str) -> list[str]:
@@ -56,26 +71,35 @@ def checkpoint_files(model_dir: str) -> list[str]:
 
 
 def load_weights(model: torch.nn.Module, model_dir: str) -> None:
+    def tensors():
+        for path in checkpoint_files(model_dir):
+            with safe_open(path, framework="pt", device="cpu") as fh:
+                for name in fh.keys():
+                    yield name, fh.get_slice(name)
+    _assign(model, tensors(), f"checkpoint {model_dir}")
+
+
+def _assign(model: torch.nn.Module, tensors, source: str) -> None:
+    """Copy each (checkpoint name, tensor or lazy slice) into its parameter, or this
+    rank's part of it; every parameter must be covered."""
     params = dict(model.named_parameters())
     loaded: set[str] = set()
-    for path in checkpoint_files(model_dir):
-        with safe_open(path, framework="pt", device="cpu") as fh:
-            for name in fh.keys():
-                mapped = model.checkpoint_to_param(name)
-                if mapped is None:
-                    continue
-                param_name, shard = mapped
-                if param_name not in params:
-                    raise ValueError(f"checkpoint tensor {name!r} has no place in the model")
-                module_name, _, _ = param_name.rpartition(".")
-                module = model.get_submodule(module_name)
-                loader = getattr(module, "load_weight", None)
-                with torch.no_grad():
-                    if loader is not None:
-                        loader(params[param_name], fh.get_slice(name), shard)
-                    else:
-                        params[param_name].copy_(fh.get_tensor(name))
-                loaded.add(param_name)
+    for name, tensor in tensors:
+        mapped = model.checkpoint_to_param(name)
+        if mapped is None:
+            continue
+        param_name, shard = mapped
+        if param_name not in params:
+            raise ValueError(f"{source}: tensor {name!r} has no place in the model")
+        module_name, _, _ = param_name.rpartition(".")
+        module = model.get_submodule(module_name)
+        loader = getattr(module, "load_weight", None)
+        with torch.no_grad():
+            if loader is not None:
+                loader(params[param_name], tensor, shard)
+            else:
+                params[param_name].copy_(tensor[:])
+        loaded.add(param_name)
     missing = set(params) - loaded
     if missing:
-        raise ValueError(f"checkpoint {model_dir} lacks weights for: {sorted(missing)[:8]}")
+        raise ValueError(f"{source} lacks weights for: {sorted(missing)[:8]}")

@@ -5,12 +5,11 @@ throughput and scaling, and the time each step spends in collectives (issue 8).
     python benchmarks/gpu/multi_gpu.py --smoke --out DIR  # the same path on CPU (gloo),
                                      # a tiny model, 2 "GPUs": catches script errors
 
-Correctness uses a random Llama-3-8B checkpoint written to disk, not load_format=dummy:
-dummy weights are drawn per rank for its own shard (and per stage for its own layers)
-from one seed, so TP/PP ranks would not hold slices of the TP=1 weights. Each layout's
-greedy tokens must agree with TP=1's by the top-5 rule (tests/gpu/agreement.py). W uses
-the same checkpoint (throughput does not depend on weight values); the Llama-3-70B shape
-uses dummy weights at TP=8 (W only). Each configuration runs in its own process
+All configurations use load_format=dummy: every checkpoint tensor is drawn whole from a
+seed of its name and sliced by the loading path, so each TP rank and PP stage holds its
+part of exactly the weights TP=1 holds (tests/distributed checks that on CPU). Each
+layout's greedy tokens must agree with TP=1's by the top-5 rule (tests/gpu/agreement.py);
+the Llama-3-70B shape runs W only, at TP=8. Each configuration runs in its own process
 (multi_gpu_job.py) and the results are rewritten after each one, so a run cut short
 keeps what it finished. Collective times come from KUBELLM_COMM_TIMING (comm_timing.py).
 """
@@ -20,7 +19,6 @@ import argparse
 import json
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
@@ -47,7 +45,7 @@ class Config:
     name: str
     tp: int
     pp: int
-    model: str = "8b"        # "8b": the random checkpoint; "70b": dummy weights
+    model: str = "8b"        # "8b" or "70b" (Llama-3 shapes, dummy weights)
     check: bool = True       # greedy top-5 agreement against tp1
     bench: bool = True       # workload W
     eager: bool = False      # no CUDA graphs, no async scheduling: as TP/PP engines run
@@ -72,7 +70,7 @@ OPT_IN = {"tp1-eager"}  # the like-for-like baseline of TP/PP scaling: one more 
 
 def engine_kwargs(cfg: Config, smoke: bool) -> dict:
     common = dict(tensor_parallel_size=cfg.tp, pipeline_parallel_size=cfg.pp,
-                  load_format="dummy" if cfg.model == "70b" else "auto",
+                  load_format="dummy",
                   enforce_eager=cfg.eager, async_scheduling=not cfg.eager,
                   skip_tokenizer_init=True, max_num_seqs=256,
                   max_num_batched_tokens=8192)
@@ -90,20 +88,7 @@ def make_model(kind: str, smoke: bool, work: Path) -> str:
     if smoke:
         from tests.tiny_models import write_tiny_model
         return write_tiny_model("llama-4layers", work / "tiny", str(_empty_dir(work)))
-    return random_checkpoint(work / "llama3-8b-random", work)
-
-
-def random_checkpoint(path: Path, work: Path) -> str:
-    """The 8B shape with random bf16 weights on disk (~16 GB; kept and reused)."""
-    if path.exists():
-        return str(path)
-    partial = path.with_name(path.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    subprocess.run([sys.executable, str(ROOT / "benchmarks/serving/make_random_llama.py"),
-                    str(partial), "--tokenizer", str(_empty_dir(work))], check=True)
-    write_config(LLAMA3_8B, partial)  # same tensor shapes; W's exact config (llama3 rope)
-    partial.rename(path)               # only a complete checkpoint carries the name
-    return str(path)
+    return write_config(LLAMA3_8B, work / "llama3-8b")
 
 
 def _empty_dir(work: Path) -> Path:
@@ -217,7 +202,7 @@ def main() -> int:
     ap.add_argument("--config-timeout-s", type=float, default=480)
     ap.add_argument("--timing-every", type=int, default=None,
                     help="time collectives every N-th step (default 4; smoke 1)")
-    ap.add_argument("--work", help="scratch folder (holds the 16 GB checkpoint)")
+    ap.add_argument("--work", help="scratch folder (model configs, job files)")
     args = ap.parse_args()
     configs = plan(args.smoke)
     names = {c.name for c in configs}

@@ -139,3 +139,18 @@ def test_idle_workers_outlive_the_collective_timeout(tiny_model_dir, tmp_path):
                          PROMPTS[:2], [GREEDY, GREEDY],
                          env={"KUBELLM_DIST_TIMEOUT_S": "10"}, idle_s=13)
     assert result["token_ids_after_idle"] == result["token_ids"]
+
+
+def test_dummy_weights_are_the_same_whatever_the_layout(tiny_model_factory, tmp_path):
+    """load_format=dummy draws every checkpoint tensor whole from a seed of its name, so
+    a TP rank or PP stage holds its slice of the single-process weights: benchmarks can
+    check TP/PP against TP=1 without writing a checkpoint."""
+    model = tiny_model_factory("llama-4layers")
+    engine = {**ENGINE, "load_format": "dummy"}
+    (tmp_path / "one").mkdir()
+    (tmp_path / "split").mkdir()
+    one = run_llm_job(tmp_path / "one", model, engine, PROMPTS[:3], [GREEDY] * 3)
+    split = run_llm_job(tmp_path / "split", model,
+                        {**engine, "tensor_parallel_size": 2, "pipeline_parallel_size": 2},
+                        PROMPTS[:3], [GREEDY] * 3)
+    assert split["token_ids"] == one["token_ids"]
