@@ -32,6 +32,7 @@ def build_driver_engine(engine_cls, config: EngineConfig, node: rendezvous.NodeE
     timeout = rendezvous.timeout_s(os.environ)
     log.info("rank 0 of %d (TP %d x PP %d): rendezvous at %s", layout.world_size,
              layout.tp_size, layout.pp_size, node.init_method)
+    ps.share_cpu_cores(device, node.nproc_per_node)
     ps.initialize(layout, node.init_method, dist_backend(device), timeout)
     model_dir = eb.resolve_model_dir(config)
     hf_config = AutoConfig.from_pretrained(model_dir)

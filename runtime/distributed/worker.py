@@ -51,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     layout = node.layout(rendezvous.local_rank_from_environ(os.environ, node),
                          local_config.tensor_parallel_size, local_config.pipeline_parallel_size)
     device = rank_device(local_config, layout)
+    ps.share_cpu_cores(device, node.nproc_per_node)
     ps.initialize(layout, node.init_method, dist_backend(device),
                   rendezvous.timeout_s(os.environ))
     plan = share_from_driver(None, layout)
