@@ -20,6 +20,15 @@ from kubellm.runtime.scheduler import Scheduler, SchedulerOutput
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True, slots=True)
+class TokenizedPrompt:
+    """A text prompt with its token ids, for a caller that tokenized it already (the
+    server does, to check lengths before admitting): the engine keeps the text for the
+    outputs and does not encode it again on its own thread."""
+    text: str
+    token_ids: list[int]
+
+
 class PromptTooLongError(ValueError):
     """The prompt (plus room for one token) does not fit ``max_model_len``."""
 
@@ -83,11 +92,13 @@ class LLMEngine:
         return build_engine(cls, config)
 
     # ---- requests ------------------------------------------------------------------
-    def add_request(self, request_id: str, prompt: str | list[int], params: SamplingParams,
-                    priority: int = 0) -> None:
+    def add_request(self, request_id: str, prompt: str | list[int] | TokenizedPrompt,
+                    params: SamplingParams, priority: int = 0) -> None:
         if request_id in self._groups:
             raise ValueError(f"request id {request_id!r} is already in use")
-        if isinstance(prompt, str):
+        if isinstance(prompt, TokenizedPrompt):
+            text, token_ids = prompt.text, [int(t) for t in prompt.token_ids]
+        elif isinstance(prompt, str):
             if self.tokenizer is None:
                 raise ValueError("this engine has no tokenizer (skip_tokenizer_init): "
                                  "give the prompt as token ids")

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from kubellm.runtime.engine import TokenizedPrompt
 from kubellm.runtime.outputs import RequestOutput
 from kubellm.runtime.sampling_params import SamplingParams
 
@@ -41,7 +42,7 @@ class RequestTimes:
 @dataclass
 class _Add:
     request_id: str
-    prompt: str | list[int]
+    prompt: str | list[int] | TokenizedPrompt
     params: SamplingParams
     priority: int
     done: asyncio.Future
@@ -97,7 +98,7 @@ class AsyncLLMEngine:
         return waiting + self._num_in_transit
 
     # ---- requests (event loop thread) ----
-    async def add_request(self, request_id: str, prompt: str | list[int],
+    async def add_request(self, request_id: str, prompt: str | list[int] | TokenizedPrompt,
                           params: SamplingParams, priority: int = 0) -> "RequestStream":
         """Admit a request; raise what ``engine.add_request`` raises (PromptTooLongError,
         ParameterError) or return its stream of cumulative outputs. The caller must

@@ -15,7 +15,7 @@ from kubellm.runtime.server.protocol import ChatCompletionRequest, CompletionReq
 from kubellm.runtime.server.responses import new_id
 from kubellm.runtime.server.state import ServerState
 
-from kubellm.runtime.engine import PromptTooLongError
+from kubellm.runtime.engine import PromptTooLongError, TokenizedPrompt
 
 
 class ClientDisconnected(Exception):
@@ -28,12 +28,14 @@ def check_model(state: ServerState, model: str | None) -> None:
                             f"'{state.model_name}'", param="model", code="model_not_found")
 
 
-def completion_prompt(state: ServerState, body: CompletionRequest) -> tuple[str | list[int], int]:
-    """(prompt for the engine, its length in tokens). Strings go to the engine as they are,
-    so it tokenizes them exactly as offline ``LLM.generate`` does."""
+def completion_prompt(state: ServerState, body: CompletionRequest
+                      ) -> tuple[TokenizedPrompt | list[int], int]:
+    """(prompt for the engine, its length in tokens). A string is tokenized here, as
+    offline ``LLM.generate`` tokenizes it, and goes to the engine with its ids."""
     prompt = body.single_prompt()
     if isinstance(prompt, str):
-        return prompt, len(state.tokenizer.encode(prompt))
+        ids = state.tokenizer.encode(prompt)
+        return TokenizedPrompt(prompt, ids), len(ids)
     bad = [t for t in prompt if not 0 <= t < state.vocab_size]
     if bad:
         raise bad_request(f"prompt holds token id {bad[0]}, out of range [0, {state.vocab_size})",
@@ -86,7 +88,7 @@ async def start(state: ServerState, body: CompletionRequest | ChatCompletionRequ
     return request_id, params, stream
 
 
-async def admit(state: ServerState, request_id: str, prompt: str | list[int],
+async def admit(state: ServerState, request_id: str, prompt: TokenizedPrompt | list[int],
                 params: SamplingParams, priority: int, prompt_param: str) -> RequestStream:
     try:
         return await state.async_engine.add_request(request_id, prompt, params, priority)

@@ -122,3 +122,20 @@ def test_streamed_outputs_are_stable_views_and_final_outputs_lists(llm):
         assert list(out.token_ids) == seen[-1].token_ids[:step]
         assert out.token_ids[-1] == seen[-1].token_ids[step - 1]
     assert isinstance(seen[-1].token_ids, list) and len(seen[-1].token_ids) == 6
+
+
+def test_a_tokenized_prompt_is_not_encoded_again(llm):
+    """The server tokenizes a text prompt to check its length and hands the ids along;
+    the engine must use them (and keep the text), not encode the text a second time."""
+    from kubellm.runtime.engine import TokenizedPrompt
+    text = "The capital of France is"
+    ids = llm.get_tokenizer().encode(text)
+    marked = ids[:-1] + [ids[-1] + 1]        # ids the text would not encode to
+    engine = llm.engine
+    engine.add_request("tok", TokenizedPrompt(text, marked),
+                       SamplingParams(max_tokens=2, temperature=0.0))
+    out = None
+    while engine.has_unfinished_requests():
+        out = next((o for o in engine.step() if o.finished), out)
+    engine.step()
+    assert out.prompt == text and out.prompt_token_ids == marked

@@ -46,7 +46,7 @@ def test_add_refused_by_engine_fails_only_that_request(server, monkeypatch):
     real_add = server.engine.add_request
 
     def add(request_id, prompt, params, priority=0):
-        if prompt == "refuse me":
+        if getattr(prompt, "text", prompt) == "refuse me":
             raise RuntimeError("no thanks")
         return real_add(request_id, prompt, params, priority)
     monkeypatch.setattr(server.engine, "add_request", add)
