@@ -1,9 +1,10 @@
 """LLMEngine: requests in, RequestOutputs out, one ``step()`` at a time.
 
 A step is three calls: the scheduler picks tokens to compute, the model runner computes
-them and samples, post-processing appends tokens, detokenizes and checks stop
-conditions. A request with ``n > 1`` runs as n sequences (ids ``<id>#<i>``) and is
-reported as one RequestOutput.
+them and samples, post-processing (output_processor.py) appends tokens, detokenizes and
+checks stop conditions. With async scheduling (the default) the engine runs one step
+ahead: it launches step N+1 before it post-processes step N. A request with ``n > 1``
+runs as n sequences (ids ``<id>#<i>``) and is reported as one RequestOutput.
 """
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import time
 from dataclasses import dataclass
 
 from kubellm.runtime.config import EngineConfig
-from kubellm.runtime.outputs import CompletionOutput, PrefixView, RequestOutput
+from kubellm.runtime.output_processor import Group, OutputProcessor
+from kubellm.runtime.outputs import RequestOutput
 from kubellm.runtime.request import Request
 from kubellm.runtime.sampling_params import ParameterError, SamplingParams
 from kubellm.runtime.scheduler import Scheduler, SchedulerOutput
@@ -47,23 +49,6 @@ class EngineStats:
     prefix_cache_hits_total: int
 
 
-@dataclass(eq=False)
-class _Group:
-    """A user request: its prompt and its n sequences."""
-    request_id: str
-    prompt: str | None
-    prompt_token_ids: list[int]
-    sequences: list[Request]
-    texts: list[str]
-    arrival_time: float
-
-
-def _snapshot(items: list, finished: bool):
-    """A finished sequence's list as is (nothing appends to it any more); a running
-    one's as a view of its current length (no per-step copy)."""
-    return items if finished else PrefixView(items, len(items))
-
-
 class LLMEngine:
     def __init__(self, config: EngineConfig, tokenizer, executor, kv, scheduler: Scheduler,
                  eos_token_ids: set[int], model_name: str, model_dir: str):
@@ -75,9 +60,8 @@ class LLMEngine:
         self.scheduler = scheduler
         self.eos_token_ids = eos_token_ids
         self.model_name = model_name
-        self._groups: dict[str, _Group] = {}
+        self.output = OutputProcessor(scheduler, eos_token_ids, config.max_model_len)
         self.prompt_tokens_total = 0
-        self.generation_tokens_total = 0
         # host-side time per phase, summed over steps (the GPU benchmark reports them);
         # wait_s is time spent blocked on the device, not host work
         self.timings = {"schedule_s": 0.0, "execute_s": 0.0, "postprocess_s": 0.0,
@@ -94,7 +78,7 @@ class LLMEngine:
     # ---- requests ------------------------------------------------------------------
     def add_request(self, request_id: str, prompt: str | list[int] | TokenizedPrompt,
                     params: SamplingParams, priority: int = 0) -> None:
-        if request_id in self._groups:
+        if request_id in self.output.groups:
             raise ValueError(f"request id {request_id!r} is already in use")
         if isinstance(prompt, TokenizedPrompt):
             text, token_ids = prompt.text, [int(t) for t in prompt.token_ids]
@@ -118,16 +102,16 @@ class LLMEngine:
                 seq.detokenizer = self._make_detokenizer(token_ids, params)
             seq.logprobs = [] if params.logprobs is not None else None
             sequences.append(seq)
-        group = _Group(request_id, text, token_ids, sequences, [""] * params.n, now)
+        group = Group(request_id, text, token_ids, sequences, [""] * params.n, now)
         for seq in sequences:
             seq.group = group
-        self._groups[request_id] = group
+        self.output.groups[request_id] = group
         for seq in sequences:
             self.scheduler.add_request(seq)
         self.prompt_tokens_total += len(token_ids) * params.n
 
     def abort_request(self, request_id: str) -> None:
-        group = self._groups.pop(request_id, None)
+        group = self.output.groups.pop(request_id, None)
         if group is None:
             return
         for seq in group.sequences:
@@ -138,7 +122,7 @@ class LLMEngine:
         return self.executor.vocab_size
 
     def has_unfinished_requests(self) -> bool:
-        return bool(self._groups)
+        return bool(self.output.groups)
 
     def set_async_scheduling(self, enabled: bool) -> list[RequestOutput]:
         """Switch run-ahead on or off between steps (benchmarks compare both on one
@@ -161,7 +145,7 @@ class LLMEngine:
         sampled, logprobs = self.executor.execute(out, tables)
         t2 = time.perf_counter()
         progressed = self.scheduler.update(out, sampled)
-        outputs = self._postprocess(progressed, logprobs)
+        outputs = self.output.process(progressed, logprobs)
         t = self.timings
         t["schedule_s"] += t1 - t0
         t["execute_s"] += t2 - t1
@@ -211,7 +195,7 @@ class LLMEngine:
         sampled, logprobs = handle.result()
         self.timings["wait_s"] += time.perf_counter() - t0
         self.timings["postprocess_s"] -= time.perf_counter() - t0
-        return self._postprocess(self.scheduler.on_result(out, sampled), logprobs)
+        return self.output.process(self.scheduler.on_result(out, sampled), logprobs)
 
     @staticmethod
     def _needs_landed_tokens(out: SchedulerOutput) -> bool:
@@ -250,75 +234,6 @@ class LLMEngine:
         from kubellm.runtime.detokenizer import IncrementalDetokenizer
         return IncrementalDetokenizer(self.tokenizer, token_ids, params)
 
-    def _postprocess(self, progressed: list[Request], logprobs: dict) -> list[RequestOutput]:
-        now = time.monotonic()
-        touched: dict[str, _Group] = {}
-        for seq in progressed:
-            self.generation_tokens_total += 1
-            if seq.first_token_time is None:
-                seq.first_token_time = now
-            if seq.logprobs is not None:
-                seq.logprobs.append(logprobs.get(seq.request_id) or {})
-            group = seq.group
-            if self._groups.get(group.request_id) is not group:
-                continue  # aborted
-            self._advance_text(seq, group, seq.index)
-            if seq.is_finished or seq.params.output_kind == "cumulative":
-                touched[group.request_id] = group
-        return [self._make_output(g) for g in touched.values()
-                if g.sequences[0].params.output_kind == "cumulative"
-                or all(s.is_finished for s in g.sequences)]
-
-    def _advance_text(self, seq: Request, group: _Group, index: int) -> None:
-        token = seq.output_token_ids[-1]
-        params = seq.params
-        reason, stop = None, None
-        min_reached = seq.num_output_tokens >= params.min_tokens
-        if token in self.eos_token_ids and not params.ignore_eos and min_reached:
-            reason = "stop"
-        elif token in params.stop_token_ids and min_reached:
-            reason, stop = "stop", token
-        else:
-            detok = seq.detokenizer
-            if detok is not None:
-                group.texts[index] += detok.append(token)
-            if detok is not None and detok.is_stopped:
-                reason, stop = "stop", detok.stop_reason
-                group.texts[index] = detok.output_text
-            elif (seq.num_output_tokens >= seq.max_tokens
-                  or seq.num_tokens >= self.config.max_model_len):
-                reason = "length"
-        if reason is not None:
-            if seq.detokenizer is not None and not isinstance(stop, str):
-                group.texts[index] += seq.detokenizer.flush()
-            self.scheduler.finish_request(seq, reason, stop)
-
-    def _make_output(self, group: _Group) -> RequestOutput:
-        completions = [
-            CompletionOutput(index=i, text=group.texts[i],
-                             token_ids=_snapshot(seq.output_token_ids, seq.is_finished),
-                             finish_reason=seq.finish_reason, stop_reason=seq.stop_reason,
-                             logprobs=None if seq.logprobs is None
-                             else _snapshot(seq.logprobs, seq.is_finished))
-            for i, seq in enumerate(group.sequences)]
-        finished = all(seq.is_finished for seq in group.sequences)
-        if finished:
-            self._groups.pop(group.request_id, None)
-        seqs = group.sequences
-        if len(seqs) == 1:
-            first, scheduled = seqs[0].first_token_time, seqs[0].first_scheduled_time
-        else:
-            first = min((s.first_token_time for s in seqs if s.first_token_time), default=None)
-            scheduled = min((s.first_scheduled_time for s in seqs if s.first_scheduled_time),
-                            default=None)
-        return RequestOutput(
-            request_id=group.request_id, prompt=group.prompt,
-            prompt_token_ids=group.prompt_token_ids, outputs=completions, finished=finished,
-            num_cached_tokens=group.sequences[0].num_cached_tokens,
-            metrics={"arrival_time": group.arrival_time, "first_scheduled_time": scheduled,
-                     "first_token_time": first,
-                     "num_preemptions": sum(s.num_preemptions for s in group.sequences)})
-
     def get_stats(self) -> EngineStats:
         return EngineStats(
             num_waiting=len(self.scheduler.waiting), num_running=len(self.scheduler.running),
@@ -326,6 +241,6 @@ class LLMEngine:
             num_total_blocks=self.kv.num_blocks,
             num_preemptions_total=self.scheduler.num_preemptions,
             prompt_tokens_total=self.prompt_tokens_total,
-            generation_tokens_total=self.generation_tokens_total,
+            generation_tokens_total=self.output.generation_tokens_total,
             prefix_cache_queries_total=self.kv.prefix_queries,
             prefix_cache_hits_total=self.kv.prefix_hits)

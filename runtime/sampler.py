@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from .sampled_batch import SampledBatch, SamplerOutput, to_device
 from .sampling_params import SamplingParams
 
 # Temperatures below this are treated as greedy: dividing by them overflows fp32.
@@ -51,75 +52,6 @@ class SamplingState:
         return cls(params, list(prompt_token_ids), [], generator)
 
 
-@dataclass(slots=True)
-class SamplerOutput:
-    token_ids: list[int]
-    # Per row: {sampled id: logprob, top-k ids: logprob}, or None if not requested.
-    logprobs: list[dict[int, float] | None]
-
-
-class SampledBatch:
-    """One step's samples, still on the device: the token ids (what the next step's
-    inputs read when the engine runs ahead) and, for rows that asked, the logprob
-    tensors. ``start_copy`` queues their copy into pinned host memory behind the work
-    that produces them; ``result`` waits for that copy alone and builds the lists."""
-
-    def __init__(self, token_ids: torch.Tensor, params: list[SamplingParams],
-                 logprob_rows: list[int]):
-        self.token_ids = token_ids
-        self._params = params
-        self._logprob_rows = logprob_rows
-        self._device_parts: list[torch.Tensor] = [token_ids]
-        self._host_parts: list[torch.Tensor] | None = None
-        self._done: torch.cuda.Event | None = None
-        self._output: SamplerOutput | None = None
-
-    def add_logprobs(self, raw_logits: torch.Tensor) -> None:
-        """Logprobs of the sampled token and the top ones, from the RAW logits."""
-        rows = self._logprob_rows
-        index = _to_device(rows, torch.int64, raw_logits.device)
-        logprobs = raw_logits[index].to(torch.float32).log_softmax(dim=-1)
-        chosen = self.token_ids[index]
-        parts = [chosen, logprobs.gather(1, chosen.unsqueeze(1)).squeeze(1)]
-        num_top = max(self._params[i].logprobs for i in rows)
-        if num_top:
-            parts += list(logprobs.topk(num_top, dim=-1))
-        self._device_parts += parts
-
-    def start_copy(self) -> None:
-        device = self.token_ids.device
-        if device.type != "cuda":
-            self._host_parts = self._device_parts
-            return
-        self._host_parts = [torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
-                            for t in self._device_parts]
-        for host, dev in zip(self._host_parts, self._device_parts):
-            host.copy_(dev, non_blocking=True)
-        self._done = torch.cuda.Event()
-        self._done.record()
-
-    def result(self) -> SamplerOutput:
-        if self._output is None:
-            if self._done is not None:
-                self._done.synchronize()
-            self._output = self._build()
-        return self._output
-
-    def _build(self) -> SamplerOutput:
-        parts = [t.tolist() for t in self._host_parts]
-        token_ids = parts[0]
-        logprobs: list[dict[int, float] | None] = [None] * len(token_ids)
-        if self._logprob_rows:
-            chosen, chosen_lp = parts[1], parts[2]
-            top_lp, top_ids = (parts[3], parts[4]) if len(parts) > 3 else ([], [])
-            for j, i in enumerate(self._logprob_rows):
-                entry = {chosen[j]: chosen_lp[j]}
-                for t in range(self._params[i].logprobs):
-                    entry.setdefault(top_ids[j][t], top_lp[j][t])
-                logprobs[i] = entry
-        return SamplerOutput(token_ids, logprobs)
-
-
 class Sampler:
     def __init__(self, eos_token_ids: set[int]):
         self.eos_token_ids = frozenset(int(t) for t in eos_token_ids)
@@ -127,7 +59,7 @@ class Sampler:
     def __call__(self, logits: torch.Tensor, states: list[SamplingState]) -> SamplerOutput:
         return self.sample(logits, states).result()
 
-    def sample(self, logits: torch.Tensor, states: list[SamplingState]) -> "SampledBatch":
+    def sample(self, logits: torch.Tensor, states: list[SamplingState]) -> SampledBatch:
         """Sample on the device without waiting for it: the returned batch holds device
         tensors whose copy to the host has been started; ``result()`` waits for it."""
         if logits.dim() != 2:
@@ -162,7 +94,7 @@ class Sampler:
             return _sample_random(logits, states)
         sampled = logits.argmax(dim=-1)
         if random_rows:
-            rows = _to_device(random_rows, torch.int64, logits.device)
+            rows = to_device(random_rows, torch.int64, logits.device)
             subset = [states[i] for i in random_rows]
             sampled[rows] = _sample_random(logits[rows], subset)
         return sampled
@@ -182,15 +114,8 @@ class Sampler:
                     rows.append(i)
                     cols.append(token)
         if rows:
-            logits[_to_device(rows, torch.int64, logits.device),
-                   _to_device(cols, torch.int64, logits.device)] = float("-inf")
-
-
-def _to_device(values: list, dtype: torch.dtype, device) -> torch.Tensor:
-    """A small host list on ``device`` without waiting for the GPU: a blocking
-    host-to-device copy would stall the host until the step running ahead finishes."""
-    host = torch.tensor(values, dtype=dtype)
-    return host if torch.device(device).type == "cpu" else host.to(device, non_blocking=True)
+            logits[to_device(rows, torch.int64, logits.device),
+                   to_device(cols, torch.int64, logits.device)] = float("-inf")
 
 
 def _has_penalty(p: SamplingParams) -> bool:
@@ -246,13 +171,13 @@ def _flat_index(token_lists: list[list[int]], row_of_list: list[int], device
 
 
 def _per_row(states: list[SamplingState], value, device) -> torch.Tensor:
-    return _to_device([value(s.params) for s in states], torch.float32, device)
+    return to_device([value(s.params) for s in states], torch.float32, device)
 
 
 def _sample_random(logits: torch.Tensor, states: list[SamplingState]) -> torch.Tensor:
     device = logits.device
     ps = [s.params for s in states]
-    logits /= _to_device([p.temperature for p in ps], torch.float32, device).unsqueeze(1)
+    logits /= to_device([p.temperature for p in ps], torch.float32, device).unsqueeze(1)
     top_k = [p.top_k for p in ps]
     top_p = [p.top_p for p in ps]
     if any(k > 0 for k in top_k) or any(p < 1.0 for p in top_p):
@@ -260,7 +185,7 @@ def _sample_random(logits: torch.Tensor, states: list[SamplingState]) -> torch.T
     min_p = [p.min_p for p in ps]
     if any(m > 0.0 for m in min_p):
         probs = logits.softmax(dim=-1)
-        threshold = _to_device(min_p, torch.float32, device).unsqueeze(1) * probs.amax(-1, keepdim=True)
+        threshold = to_device(min_p, torch.float32, device).unsqueeze(1) * probs.amax(-1, keepdim=True)
         logits.masked_fill_(probs < threshold, float("-inf"))
     probs = logits.softmax(dim=-1)
     return _exponential_race(probs, [s.generator for s in states])
@@ -271,14 +196,14 @@ def _mask_top_k_top_p(logits: torch.Tensor, top_k: list[int], top_p: list[float]
     device, vocab = logits.device, logits.shape[1]
     sorted_logits, order = logits.sort(dim=-1, descending=True)
     ranks = torch.arange(vocab, device=device).unsqueeze(0)
-    k = _to_device([k if 0 < k < vocab else vocab for k in top_k], torch.int64,
+    k = to_device([k if 0 < k < vocab else vocab for k in top_k], torch.int64,
                    device).unsqueeze(1)
     drop = ranks >= k
     if any(p < 1.0 for p in top_p):
         probs = sorted_logits.masked_fill(drop, float("-inf")).softmax(dim=-1)
         mass_before = probs.cumsum(dim=-1) - probs
         # The top token is always kept (its mass before is 0 < top_p).
-        drop |= mass_before >= _to_device(top_p, torch.float32, device).unsqueeze(1)
+        drop |= mass_before >= to_device(top_p, torch.float32, device).unsqueeze(1)
     logits.scatter_(1, order, sorted_logits.masked_fill(drop, float("-inf")))
 
 
