@@ -3,6 +3,7 @@ off: per-phase host ms, time blocked on the device, device busy/idle per step (C
 events), and a cProfile of the steps. Llama-3-8B shape with ``--layers`` layers.
 
     python benchmarks/gpu/host_profile.py --layers 32 --batch 256 --context 512 --out DIR
+    python benchmarks/gpu/host_profile.py --smoke --layers 1 --batch 4 --context 16 --out DIR
 """
 from __future__ import annotations
 
@@ -14,47 +15,25 @@ import pstats
 import random
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
-def sync() -> None:
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-
-
 def profile_mode(llm, run_ahead: bool, batch: int, context: int, steps: int) -> dict:
+    vocab = llm.engine.vocab_size
     from kubellm.runtime import SamplingParams
-    from kubellm.runtime.bench.steady import device_idle, fill_until_decoding, host_ms_per_step
+    from kubellm.runtime.bench.steady import fill_until_decoding, time_steps
     engine = llm.engine
     engine.set_async_scheduling(run_ahead)
     rng = random.Random(batch + context)
     params = SamplingParams(temperature=0, max_tokens=2 * steps + 8, ignore_eos=True,
                             detokenize=False)
     ids = [f"{run_ahead}-{i}" for i in range(batch)]
-    fill_until_decoding(engine, {i: [rng.randrange(16, 120000) for _ in range(context)]
+    fill_until_decoding(engine, {i: [rng.randrange(16, vocab - 16) for _ in range(context)]
                                  for i in ids}, params)
-    for _ in range(4):      # first uses (lazily loaded CUDA kernels) stay out of the figures
-        engine.step()
-    engine.timings.update(schedule_s=0.0, execute_s=0.0, postprocess_s=0.0, wait_s=0.0,
-                          steps=0)
-    engine.executor.host_time_s = 0.0
-    engine.executor.trace_device(True)
-    sync()
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        engine.step()
-    sync()
-    wall = time.perf_counter() - t0
-    result = {"async_scheduling": run_ahead, "step_ms": round(wall / steps * 1e3, 3),
-              **host_ms_per_step(engine, steps),
-              "wait_ms": round(engine.timings["wait_s"] / steps * 1e3, 3),
-              **(device_idle(engine.executor) or {})}
-    engine.executor.trace_device(False)
+    result = {"async_scheduling": run_ahead, **time_steps(engine, steps, warmup=4)}
     profiler = cProfile.Profile()
     profiler.enable()
     for _ in range(steps):
@@ -76,11 +55,16 @@ def main() -> int:
     ap.add_argument("--context", type=int, default=512)
     ap.add_argument("--steps", type=int, default=32)
     ap.add_argument("--out", default=".")
+    ap.add_argument("--smoke", action="store_true",
+                    help="a tiny shape on the CPU, to check the script itself")
     args = ap.parse_args()
     from kubellm.runtime import LLM
     from tests.gpu.shapes import LLAMA3_8B, write_config
+    small = dict(vocab_size=2048, hidden_size=128, intermediate_size=256,
+                 num_attention_heads=4, num_key_value_heads=2, bos_token_id=1,
+                 eos_token_id=2) if args.smoke else {}
     model_dir = write_config(LLAMA3_8B, Path(tempfile.mkdtemp()) / "m",
-                             num_hidden_layers=args.layers)
+                             num_hidden_layers=args.layers, **small)
     llm = LLM(model_dir, load_format="dummy", skip_tokenizer_init=True, max_model_len=4096,
               max_num_seqs=args.batch, max_num_batched_tokens=8192)
     results = [profile_mode(llm, ahead, args.batch, args.context, args.steps)

@@ -175,7 +175,7 @@ def decode_rate(llm, batch: int, context: int, steps: int = 32,
     ``cumulative`` outputs every step (what the server streams); ``final_only`` is what
     offline ``LLM.generate`` asks for."""
     from kubellm.runtime import SamplingParams
-    from kubellm.runtime.bench.steady import device_idle, fill_until_decoding, host_ms_per_step
+    from kubellm.runtime.bench.steady import fill_until_decoding, time_steps
     engine = llm.engine
     engine.set_async_scheduling(async_scheduling)
     rng = random.Random(batch * 7 + context)
@@ -185,25 +185,15 @@ def decode_rate(llm, batch: int, context: int, steps: int = 32,
     fill_until_decoding(engine, {i: [rng.randrange(16, SHAPE["vocab_size"] - 16)
                                      for _ in range(context)]
                                  for i in ids}, params)
-    engine.executor.trace_device(True)
-    sync()
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        engine.step()
-    sync()
-    wall = time.perf_counter() - t0
-    host = host_ms_per_step(engine, steps)
-    idle = device_idle(engine.executor)
-    engine.executor.trace_device(False)
+    timed = time_steps(engine, steps)
     for i in ids:
         engine.abort_request(i)
     engine.set_async_scheduling(True)
-    step_ms = wall / steps * 1e3
     return {"batch": batch, "context": context, "output_kind": output_kind,
             "async_scheduling": async_scheduling,
-            "decode_tok_s": round(batch * steps / wall, 1),
-            "step_ms": round(step_ms, 3), "host_ms_per_step": host["host_ms"],
-            "host_fraction": round(host["host_ms"] / step_ms, 4), **host, **(idle or {})}
+            "decode_tok_s": round(batch * 1e3 / timed["step_ms"], 1),
+            "host_ms_per_step": timed["host_ms"],
+            "host_fraction": round(timed["host_ms"] / timed["step_ms"], 4), **timed}
 
 
 def run_hf(model_dir, prompts, batch_size=64) -> dict:
