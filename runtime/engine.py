@@ -193,22 +193,17 @@ class LLMEngine:
         out, handle = in_flight
         t0 = time.perf_counter()
         sampled, logprobs = handle.result()
-        self.timings["wait_s"] += time.perf_counter() - t0
-        self.timings["postprocess_s"] -= time.perf_counter() - t0
+        waited = time.perf_counter() - t0
+        self.timings["wait_s"] += waited
+        self.timings["postprocess_s"] -= waited   # the caller counts the whole landing
         return self.output.process(self.scheduler.on_result(out, sampled), logprobs)
 
     @staticmethod
     def _needs_landed_tokens(out: SchedulerOutput) -> bool:
         """Penalties and min_tokens read a request's output tokens on the host: such a
         request cannot be sampled while its previous token is still in flight."""
-        for s in out.scheduled:
-            request = s.request
-            if request.num_pending_tokens and s.samples:
-                p = request.params
-                if (p.min_tokens or p.repetition_penalty != 1.0 or p.frequency_penalty
-                        or p.presence_penalty):
-                    return True
-        return False
+        return any(s.samples and s.request.num_pending_tokens
+                   and s.request.params.reads_output_tokens for s in out.scheduled)
 
     # ---- helpers -------------------------------------------------------------------
     def _check_prompt(self, token_ids: list[int], params: SamplingParams) -> None:

@@ -53,6 +53,12 @@ class SamplingParams:
     def is_greedy(self) -> bool:
         return self.temperature == 0.0
 
+    @property
+    def reads_output_tokens(self) -> bool:
+        """Penalties and min_tokens look at the tokens generated so far (on the host)."""
+        return (self.min_tokens > 0 or self.repetition_penalty != 1.0
+                or self.frequency_penalty != 0.0 or self.presence_penalty != 0.0)
+
     def clone(self, **changes) -> "SamplingParams":
         return dataclasses.replace(self, **changes)
 
