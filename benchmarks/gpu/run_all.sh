@@ -3,7 +3,7 @@
 #   bash benchmarks/gpu/run_all.sh            # tests + kernel bench + workload W + peer
 #   STAGES="serve" bash benchmarks/gpu/run_all.sh   # serving benchmark (issue 4); needs
 #     .serve-bench/{tokenizer,whl} carried: the SmolLM2 tokenizer files and wheels of what
-#     the GPU image lacks (see benchmarks/serving/README.md)
+#     the GPU image lacks (benchmarks/serving/prepare_serve_bench.sh makes them)
 #   STAGES="multi" bash benchmarks/gpu/run_all.sh   # TP/PP on 2+ GPUs (NCCL); carry the
 #     SmolLM2 tokenizer files in .serve-bench/tokenizer (tests read KUBELLM_TEST_TOKENIZER_DIR);
 #     then benchmarks/gpu/multi_gpu.py (TP/PP vs TP=1, W scaling, collective times) with
