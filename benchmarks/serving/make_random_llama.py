@@ -21,6 +21,11 @@ SHAPE = dict(vocab_size=128256, hidden_size=4096, num_hidden_layers=32,
 SHARD_BYTES = 4 << 30
 
 
+def tokenizer_vocab_size(tokenizer_dir: str) -> int:
+    from transformers import AutoTokenizer
+    return len(AutoTokenizer.from_pretrained(tokenizer_dir))
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("out")
@@ -49,11 +54,17 @@ def main() -> None:
         weight_map.update({k: name for k in shard})
         shard, shard_bytes = {}, 0
 
+    decodable = tokenizer_vocab_size(args.tokenizer)
     for name, shape in shapes.items():
         if name.endswith("norm.weight"):
             t = torch.ones(shape, dtype=torch.bfloat16)
         else:  # std 0.02 like a trained model's scale: activations stay finite in bf16
             t = (torch.randn(shape, generator=gen, device=device) * 0.02).to(torch.bfloat16)
+        if name == "lm_head.weight":
+            # ids past the tokenizer's vocabulary get logit 0, below the best of the rest:
+            # greedy decoding emits only ids the tokenizer turns into text, so streamed
+            # chunks carry one token each and ITL means what it does with a real model
+            t[decodable:] = 0
         shard[name] = t.cpu()
         shard_bytes += t.numel() * 2
         if shard_bytes >= SHARD_BYTES:
