@@ -40,16 +40,20 @@ def init_dummy_weights(model: torch.nn.Module, hf_config, seed: int = 0) -> None
     through the loading path, so a TP rank or PP stage holds exactly its slice of the
     weights a single process would hold (TP/PP can be checked against TP=1 on them)."""
     device = next(model.parameters()).device
-    _assign(model, _dummy_checkpoint(hf_config, device, seed), "dummy weights")
+    wanted = lambda name: model.checkpoint_to_param(name) is not None  # noqa: E731
+    _assign(model, _dummy_checkpoint(hf_config, device, seed, wanted), "dummy weights")
 
 
-def _dummy_checkpoint(hf_config, device: torch.device, seed: int):
-    """(name, tensor) for every tensor of the Hugging Face checkpoint of ``hf_config``,
-    in the shapes transformers gives them (built on the meta device: no memory)."""
+def _dummy_checkpoint(hf_config, device: torch.device, seed: int, wanted):
+    """(name, tensor) for the tensors of the Hugging Face checkpoint of ``hf_config`` that
+    ``wanted`` keeps (a pipeline stage skips the others' layers), in the shapes
+    transformers gives them (its model built on the meta device: no memory)."""
     from transformers import AutoModelForCausalLM
     with torch.device("meta"):
         reference = AutoModelForCausalLM.from_config(hf_config)
     for name, meta in reference.state_dict().items():
+        if not wanted(name):
+            continue
         if meta.dim() == 1:
             value = torch.full(meta.shape, 1.0 if "norm" in name else 0.0, device=device)
         else:
