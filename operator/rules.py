@@ -30,12 +30,18 @@ RULES: tuple[Rule, ...] = (
     Rule(("model", "source"), "has(self.huggingFace) != has(self.pvc)",
          "spec.model.source: set exactly one of huggingFace or pvc",
          lambda src: ("huggingFace" in src) != ("pvc" in src)),
-    Rule(("autoscaling",), "self.minReplicas <= self.maxReplicas",
+    # Guarded with has(): at registration the API server runs every rule on the schema's
+    # own raw defaults (`autoscaling: {}`), before nested defaults are filled in.
+    Rule(("autoscaling",), "!has(self.minReplicas) || !has(self.maxReplicas) || "
+                           "self.minReplicas <= self.maxReplicas",
          "spec.autoscaling.minReplicas must be <= spec.autoscaling.maxReplicas",
          lambda a: a["minReplicas"] <= a["maxReplicas"]),
-    Rule((), "!has(self.autoscaling) || !self.autoscaling.enabled || "
-             "(self.replicas >= self.autoscaling.minReplicas && "
-             "self.replicas <= self.autoscaling.maxReplicas)",
+    Rule((), "!has(self.autoscaling) || !has(self.autoscaling.enabled) || "
+             "!self.autoscaling.enabled || !has(self.replicas) || "
+             "((!has(self.autoscaling.minReplicas) || "
+             "self.replicas >= self.autoscaling.minReplicas) && "
+             "(!has(self.autoscaling.maxReplicas) || "
+             "self.replicas <= self.autoscaling.maxReplicas))",
          "spec.replicas must lie within [spec.autoscaling.minReplicas, "
          "spec.autoscaling.maxReplicas] while spec.autoscaling.enabled is true",
          _replicas_within_bounds),

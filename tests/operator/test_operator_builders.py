@@ -12,6 +12,7 @@ from kubellm.operator import rendezvous as rdv
 from kubellm.operator.builders.children import Topology, build_children, topology
 from kubellm.operator.builders.pod import serve_args
 from kubellm.operator.validation import SpecError, defaulted_spec
+from tests.thirdparty_crds import crd_errors
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S_VERSION = "1.31.0"
@@ -173,6 +174,15 @@ def test_multi_node_with_lws_is_one_leader_worker_set():
     assert env[rdv.NNODES]["value"] == "4"
 
 
+def test_leader_worker_set_check_can_fail():
+    lws = children({"model": HF, "parallelism": {"tensor": 8, "pipeline": 2}},
+                   lws=True)[("LeaderWorkerSet", "m")]
+    lws["spec"]["leaderWorkerTemplate"]["sizee"] = 2  # a typo the CRD would prune
+    lws["spec"]["replicas"] = "two"
+    errors = crd_errors(lws)
+    assert any("sizee" in e for e in errors) and any("replicas" in e for e in errors), errors
+
+
 def test_tensor_larger_than_a_node_cannot_be_placed():
     spec = defaulted_spec({"model": HF, "parallelism": {"tensor": 16}})
     with pytest.raises(SpecError, match=r"spec\.parallelism\.tensor \(16\) exceeds"):
@@ -208,6 +218,7 @@ def test_every_example_renders_valid_manifests(path, lws):
     spec = defaulted_spec(example["spec"])
     for child in build_children(example, spec, image="img:1", lws_available=lws):
         if child["kind"] == "LeaderWorkerSet":
+            assert crd_errors(child) == []  # LeaderWorkerSet's own published CRD
             for t in ("leaderTemplate", "workerTemplate"):  # validate its pod templates
                 kubernetes_validate.validate(
                     {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "t"},
