@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubellm.operator.builders.meta import INSTANCE_LABEL, MANAGED_BY_LABEL, MANAGER, is_owned_by
+from kubellm.operator.builders.meta import (INSTANCE_LABEL, MANAGED_BY_LABEL, MANAGER,
+                                            is_controlled_by, is_owned_by)
 from kubellm.operator.kube import KubeClient, manifest_path, resource_path
 
 # Kinds an LLMDeployment may own, with their API versions.
@@ -26,8 +27,24 @@ def is_subset(desired: Any, actual: Any) -> bool:
     return desired == actual
 
 
+class NameConflict(Exception):
+    """An object with a child's name exists and is not this LLMDeployment's to change."""
+
+    def __init__(self, desired: dict[str, Any]):
+        meta = desired["metadata"]
+        self.kind, self.name = desired["kind"], meta["name"]
+        super().__init__(f"{self.kind} {meta['namespace']}/{self.name} already exists and is "
+                         "not controlled by this LLMDeployment; the operator leaves it alone "
+                         "(rename the LLMDeployment or remove that object)")
+
+
 async def ensure_child(client: KubeClient, desired: dict[str, Any]) -> str:
-    """Make the child match ``desired``: 'created', 'patched' or 'unchanged'."""
+    """Make the child match ``desired``: 'created', 'patched' or 'unchanged'.
+
+    Raises NameConflict, changing nothing, when an object of that name exists without
+    our controller reference: a user's object is never taken over (on a real server the
+    patch of a Deployment's immutable selector would fail anyway, and deleting the
+    LLMDeployment would garbage-collect what we adopted)."""
     path = manifest_path(desired)
     actual = await client.get(path)
     if actual is None:
@@ -35,6 +52,9 @@ async def ensure_child(client: KubeClient, desired: dict[str, Any]) -> str:
         await client.create(resource_path(desired["apiVersion"], desired["kind"],
                                           meta["namespace"]), desired)
         return "created"
+    owner_uid = desired["metadata"]["ownerReferences"][0]["uid"]
+    if not is_controlled_by(actual, owner_uid):
+        raise NameConflict(desired)
     if is_subset(desired, actual):
         return "unchanged"
     await client.apply(path, desired)

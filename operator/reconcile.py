@@ -69,9 +69,14 @@ class Reconciler:
         except SpecError as e:
             await self._degrade(cr, "InvalidSpec", str(e))
             return
+        conflicts: list[apply.NameConflict] = []
         try:
             for child in desired:
-                outcome = await apply.ensure_child(self.client, child)
+                try:
+                    outcome = await apply.ensure_child(self.client, child)
+                except apply.NameConflict as e:
+                    conflicts.append(e)
+                    continue
                 if outcome != "unchanged":
                     self.logger.info("%s: %s %s/%s", _ref(cr), outcome, child["kind"],
                                      child["metadata"]["name"])
@@ -83,6 +88,10 @@ class Reconciler:
             if e.status >= 500 or e.status in (409, 429):
                 raise  # transient: Kopf retries the handler with backoff
             await self._degrade(cr, "ApplyFailed", f"the API server rejected a child: {e}")
+            return
+        if conflicts:
+            # Recovers by itself: the resync pass creates the child once the object is gone.
+            await self._degrade(cr, "NameConflict", "; ".join(map(str, conflicts)))
             return
         workloads = [await self.client.get(manifest_path(c)) for c in desired
                      if c["kind"] in WORKLOAD_KINDS]

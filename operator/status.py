@@ -84,7 +84,8 @@ def degraded_status(cr: dict[str, Any], reason: str, message: str) -> dict[str, 
         "observedGeneration": cr["metadata"].get("generation"),
         "conditions": [
             _condition("Degraded", True, reason, message),
-            _condition("Progressing", False, reason, "waiting for a corrected spec"),
+            _condition("Progressing", False, reason,
+                       "blocked until the problem the Degraded condition names is fixed"),
             _condition("Ready", False, reason, message),
         ],
     }

@@ -72,6 +72,7 @@ class StampingEmulator(kmock.KubernetesEmulator):
         if request.resource is not None and isinstance(request.data, dict) \
                 and request.action == kmock.action.UPDATE:
             self._resource_version_precondition(request)
+            self._immutable_selector(request)
         if request.resource is not None and isinstance(request.data, dict):
             meta = request.data.setdefault("metadata", {})
             if request.action == kmock.action.CREATE:
@@ -100,6 +101,21 @@ class StampingEmulator(kmock.KubernetesEmulator):
                 status=409, reason="Conflict",
                 message="the object has been modified; please apply your changes to the "
                         "latest version and try again")
+
+    def _immutable_selector(self, request: kmock.Request) -> None:
+        """Deployments' and StatefulSets' selectors never change after creation (apps/v1):
+        a real server refuses the patch, so a takeover attempt fails here as it does there."""
+        if request.resource.plural not in ("deployments", "statefulsets"):
+            return
+        sent = (request.data.get("spec") or {}).get("selector")
+        current = self._current(request)
+        if sent is not None and current is not None and \
+                _plain(sent) != _plain((current.get("spec") or {}).get("selector")):
+            kind = "Deployment" if request.resource.plural == "deployments" else "StatefulSet"
+            raise kmock.KubernetesError(
+                status=422, reason="Invalid",
+                message=f'{kind}.apps "{request.name}" is invalid: spec.selector: Invalid '
+                        "value: field is immutable")
 
     def _json_patch_concurrency(self, request: kmock.Request) -> None:
         """A failed resourceVersion test is a 422 conflict (Kopf retries on it); a JSON
