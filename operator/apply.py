@@ -8,7 +8,8 @@ from kubellm.operator.builders.meta import (INSTANCE_LABEL, MANAGED_BY_LABEL, MA
 from kubellm.operator.kube import KubeClient, manifest_path, resource_path
 
 # Kinds an LLMDeployment may own, with their API versions.
-CHILD_KINDS = (("apps/v1", "Deployment"), ("apps/v1", "StatefulSet"), ("v1", "Service"))
+CHILD_KINDS = (("apps/v1", "Deployment"), ("apps/v1", "StatefulSet"), ("v1", "Service"),
+               ("networking.k8s.io/v1", "NetworkPolicy"))
 LWS_KIND = ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet")
 
 

@@ -33,18 +33,43 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seconds between two full passes over each LLMDeployment")
     parser.add_argument("--log-format", choices=["json", "plain", "full"], default="json",
                         help="json: one structured object per line")
+    parser.add_argument("--network-policy", action="store_true",
+                        help="give LLMDeployments that leave spec.networkPolicy.enabled "
+                             "unset a NetworkPolicy")
+    parser.add_argument("--network-policy-scraper", action="append", default=[],
+                        type=_peer, metavar="JSON",
+                        help="a NetworkPolicyPeer (JSON) admitted to every runtime pod's "
+                             "/metrics, e.g. the operator itself or Prometheus (repeatable)")
     parser.add_argument("--verbose", action="store_true", help="debug logs")
+
+
+def _peer(text: str) -> dict:
+    import json
+
+    try:
+        peer = json.loads(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"not JSON: {e}") from None
+    if not isinstance(peer, dict) or not set(peer) <= {"podSelector", "namespaceSelector",
+                                                        "ipBlock"}:
+        raise argparse.ArgumentTypeError(
+            "a NetworkPolicyPeer: an object of podSelector, namespaceSelector, ipBlock")
+    return peer
 
 
 def run(args: argparse.Namespace) -> int:
     import kopf  # noqa: PLC0415 (lazy: `kubellm --help` must not pay for it)
 
+    from kubellm.operator.builders.network_policy import NetworkPolicyDefaults
     from kubellm.operator.handlers import OperatorConfig, register_handlers
 
     if args.resync_seconds <= 0:
         raise SystemExit(f"--resync-seconds must be > 0, got {args.resync_seconds}")
+    policy = NetworkPolicyDefaults(enabled=args.network_policy,
+                                   scrapers=args.network_policy_scraper)
     register_handlers(OperatorConfig(default_image=args.default_image,
-                                     resync_seconds=args.resync_seconds))
+                                     resync_seconds=args.resync_seconds,
+                                     network_policy=policy))
     if _module_exists(AUTOSCALER_HANDLERS):
         importlib.import_module(AUTOSCALER_HANDLERS)  # registers its timer on import
     kopf.configure(verbose=args.verbose, log_format=kopf.LogFormat[args.log_format.upper()],

@@ -6,11 +6,12 @@ starts) into Kopf's default registry, where the autoscaler's handlers also live.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import kopf
 
+from kubellm.operator.builders.network_policy import NetworkPolicyDefaults
 from kubellm.operator.builders.meta import MANAGED_BY_LABEL, MANAGER, owner_name
 from kubellm.operator.crd import API_VERSION, GROUP, KIND, PLURAL, VERSION
 from kubellm.operator.kube import KubeClient, resource_path
@@ -24,6 +25,7 @@ RETRY_SECONDS = 5
 class OperatorConfig:
     default_image: str
     resync_seconds: float = 30.0
+    network_policy: NetworkPolicyDefaults = field(default_factory=NetworkPolicyDefaults)
 
 
 class _State:
@@ -32,7 +34,7 @@ class _State:
 
 STATE = _State()
 CHILD_RESOURCES = (("apps", "v1", "deployments"), ("apps", "v1", "statefulsets"),
-                   ("", "v1", "services"))
+                   ("", "v1", "services"), ("networking.k8s.io", "v1", "networkpolicies"))
 
 
 def register_handlers(config: OperatorConfig) -> None:
@@ -55,7 +57,8 @@ def register_handlers(config: OperatorConfig) -> None:
         if info is None:
             raise kopf.LoginError("no in-cluster service account and no kubeconfig found")
         if STATE.reconciler is None:
-            STATE.reconciler = Reconciler(KubeClient(info), config.default_image)
+            STATE.reconciler = Reconciler(KubeClient(info), config.default_image,
+                                          config.network_policy)
         else:
             STATE.reconciler.client.update_credentials(info)
         return info

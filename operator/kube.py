@@ -16,7 +16,8 @@ import aiohttp
 FIELD_MANAGER = "kubellm-operator"
 PLURALS = {"Deployment": "deployments", "StatefulSet": "statefulsets",
            "Service": "services", "LeaderWorkerSet": "leaderworkersets",
-           "LLMDeployment": "llmdeployments", "Secret": "secrets", "Event": "events"}
+           "LLMDeployment": "llmdeployments", "Secret": "secrets", "Event": "events",
+           "NetworkPolicy": "networkpolicies"}
 
 
 class ApiError(Exception):

@@ -17,6 +17,7 @@ from typing import Any
 from kubellm.operator import apply, status
 from kubellm.operator.builders.children import (Topology, build_children, serving_selector,
                                                 topology)
+from kubellm.operator.builders.network_policy import NetworkPolicyDefaults
 from kubellm.operator.builders.pod import served_model_name
 from kubellm.operator.builders.service import endpoint_url
 from kubellm.operator.events import post_event
@@ -32,6 +33,7 @@ WORKLOAD_KINDS = ("Deployment", "StatefulSet", "LeaderWorkerSet")
 class Reconciler:
     client: KubeClient
     default_image: str
+    network_policy: NetworkPolicyDefaults = field(default_factory=NetworkPolicyDefaults)
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("kubellm"))
     _locks: dict[tuple[str, str], asyncio.Lock] = field(default_factory=dict)
     _lws: tuple[float, bool] = (0.0, False)
@@ -65,7 +67,8 @@ class Reconciler:
             spec = defaulted_spec(cr.get("spec"))
             topo = topology(spec, await self.lws_available())
             desired = build_children(cr, spec, image=self.default_image,
-                                     lws_available=topo is Topology.LEADER_WORKER_SET)
+                                     lws_available=topo is Topology.LEADER_WORKER_SET,
+                                     network_policy=self.network_policy)
         except SpecError as e:
             await self._degrade(cr, "InvalidSpec", str(e))
             return

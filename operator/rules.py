@@ -11,6 +11,9 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 
+SOURCES = ("huggingFace", "pvc", "embedded")
+
+
 @dataclass(frozen=True)
 class Rule:
     path: tuple[str, ...]  # where the rule sits below spec; () is spec itself
@@ -27,9 +30,10 @@ def _replicas_within_bounds(spec: dict[str, Any]) -> bool:
 
 
 RULES: tuple[Rule, ...] = (
-    Rule(("model", "source"), "has(self.huggingFace) != has(self.pvc)",
-         "spec.model.source: set exactly one of huggingFace or pvc",
-         lambda src: ("huggingFace" in src) != ("pvc" in src)),
+    Rule(("model", "source"), "(has(self.huggingFace) ? 1 : 0) + (has(self.pvc) ? 1 : 0) "
+                              "+ (has(self.embedded) ? 1 : 0) == 1",
+         "spec.model.source: set exactly one of huggingFace, pvc or embedded",
+         lambda src: sum(key in src for key in SOURCES) == 1),
     # Guarded with has(): at registration the API server runs every rule on the schema's
     # own raw defaults (`autoscaling: {}`), before nested defaults are filled in.
     Rule(("autoscaling",), "!has(self.minReplicas) || !has(self.maxReplicas) || "

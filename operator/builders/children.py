@@ -7,6 +7,9 @@ from typing import Any
 
 from kubellm.operator import rendezvous as rdv
 from kubellm.operator.builders.meta import ROLE_LABEL, selector_labels
+from kubellm.operator.builders.network_policy import (NetworkPolicyDefaults,
+                                                     build_network_policy,
+                                                     wants_network_policy)
 from kubellm.operator.builders.multi_node import (build_group_statefulset,
                                                   build_headless_service,
                                                   build_leader_worker_set)
@@ -40,7 +43,9 @@ def serving_selector(name: str, topo: Topology) -> dict[str, str]:
 
 
 def build_children(cr: dict[str, Any], spec: dict[str, Any], *, image: str,
-                   lws_available: bool) -> list[dict[str, Any]]:
+                   lws_available: bool,
+                   network_policy: NetworkPolicyDefaults = NetworkPolicyDefaults(),
+                   ) -> list[dict[str, Any]]:
     """All children of ``cr`` (a defaulted ``spec``); raises SpecError if none fit."""
     topo = topology(spec, lws_available)
     image = spec.get("image") or image
@@ -54,4 +59,7 @@ def build_children(cr: dict[str, Any], spec: dict[str, Any], *, image: str,
         children.append(build_headless_service(cr))
         children += [build_group_statefulset(cr, spec, image, group)
                      for group in range(spec["replicas"])]
+    if wants_network_policy(spec, network_policy):
+        children.append(build_network_policy(cr, spec, network_policy,
+                                             multi_pod=topo is not Topology.SINGLE_NODE))
     return copy.deepcopy(children)  # no dict shared between children or with constants

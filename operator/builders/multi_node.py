@@ -72,7 +72,9 @@ def build_group_statefulset(cr: dict[str, Any], spec: dict[str, Any], image: str
             "template": {
                 "metadata": {"labels": labels},
                 "spec": pod_spec(spec, name, image=image,
-                                 num_gpus=spec["parallelism"]["tensor"], extra_env=env,
+                                 processes=spec["parallelism"]["tensor"],
+                                 pods_per_replica=spec["parallelism"]["pipeline"],
+                                 extra_env=env,
                                  extra_ports=[RENDEZVOUS_PORT],
                                  probe_kind=Probes.RANK_ZERO_HTTP),
             },
@@ -89,7 +91,9 @@ def build_leader_worker_set(cr: dict[str, Any], spec: dict[str, Any],
 
     def template(role: str, probe_kind: str) -> dict[str, Any]:
         return {"metadata": {"labels": {**selector_labels(name), ROLE_LABEL: role}},
-                "spec": pod_spec(spec, name, image=image, num_gpus=tensor, extra_env=env,
+                "spec": pod_spec(spec, name, image=image, processes=tensor,
+                                 pods_per_replica=spec["parallelism"]["pipeline"],
+                                 extra_env=env,
                                  extra_ports=[RENDEZVOUS_PORT], probe_kind=probe_kind)}
 
     return {

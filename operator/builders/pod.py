@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubellm.operator.builders.sizing import default_requests, uses_gpus
 from kubellm.operator.rendezvous import NODE_RANK
 
 HTTP_PORT = 8000  # the runtime's default --port; the Service maps spec.service.port to it
@@ -34,9 +35,12 @@ def served_model_name(spec: dict[str, Any], name: str) -> str:
     return spec["model"].get("name") or name
 
 
-def model_location(spec: dict[str, Any]) -> str:
-    """What `kubellm serve` loads: a Hugging Face id or a folder on the mounted PVC."""
+def model_location(spec: dict[str, Any]) -> str | None:
+    """What `kubellm serve` loads: a Hugging Face id, a folder on the mounted PVC, or
+    None for the model embedded in the runtime image (`kubellm serve` without a model)."""
     source = spec["model"]["source"]
+    if "embedded" in source:
+        return None
     if "huggingFace" in source:
         return source["huggingFace"]
     path = source["pvc"].get("path", "").strip("/")
@@ -45,13 +49,16 @@ def model_location(spec: dict[str, Any]) -> str:
 
 def serve_args(spec: dict[str, Any], name: str) -> list[str]:
     model, par, engine = spec["model"], spec["parallelism"], spec["engine"]
-    args = ["serve", model_location(spec),
+    location = model_location(spec)
+    args = ["serve", *([location] if location else []),
             "--served-model-name", served_model_name(spec, name),
             "--host", "0.0.0.0", "--port", str(HTTP_PORT),
             "--tensor-parallel-size", str(par["tensor"]),
             "--pipeline-parallel-size", str(par["pipeline"]),
             "--dtype", model["dtype"],
             "--shutdown-timeout", str(engine["shutdownTimeoutSeconds"])]
+    if not uses_gpus(spec):
+        args += ["--device", "cpu"]
     if "maxModelLen" in model:
         args += ["--max-model-len", str(model["maxModelLen"])]
     for key, flag in ENGINE_FLAGS.items():
@@ -126,14 +133,16 @@ def probes(kind: str) -> dict[str, Any]:
     }
 
 
-def resources(spec: dict[str, Any], num_gpus: int) -> dict[str, Any]:
+def resources(spec: dict[str, Any], processes: int, pods_per_replica: int) -> dict[str, Any]:
+    """GPUs as limits; CPU and memory as the user set them (request = limit), else
+    requests sized from the model and the layout (sizing.py), so no pod is BestEffort."""
     res = spec["resources"]
-    limits: dict[str, str] = {res["gpuResourceName"]: str(num_gpus)}
-    requests: dict[str, str] = {}
+    limits: dict[str, str] = {res["gpuResourceName"]: str(processes)} if uses_gpus(spec) else {}
+    requests = default_requests(spec, processes, pods_per_replica)
     for key in ("cpu", "memory"):
         if key in res:
             limits[key] = requests[key] = str(res[key])
-    return {"limits": limits, **({"requests": requests} if requests else {})}
+    return {**({"limits": limits} if limits else {}), "requests": requests}
 
 
 CONTAINER_SECURITY = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
@@ -142,7 +151,8 @@ POD_SECURITY = {"runAsNonRoot": True, "runAsUser": RUNTIME_UID, "runAsGroup": RU
                 "fsGroup": RUNTIME_UID, "seccompProfile": {"type": "RuntimeDefault"}}
 
 
-def container(spec: dict[str, Any], name: str, *, num_gpus: int, image: str,
+def container(spec: dict[str, Any], name: str, *, processes: int, pods_per_replica: int,
+              image: str,
               extra_env: list[dict[str, Any]], extra_ports: list[dict[str, Any]],
               probe_kind: str) -> dict[str, Any]:
     mounts = [{"name": "dshm", "mountPath": "/dev/shm"},
@@ -155,7 +165,7 @@ def container(spec: dict[str, Any], name: str, *, num_gpus: int, image: str,
          "args": serve_args(spec, name),
          "ports": ports + extra_ports,  # the HTTP port first: the autoscaler scrapes it
          "env": runtime_env(spec, extra_env),
-         "resources": resources(spec, num_gpus),
+         "resources": resources(spec, processes, pods_per_replica),
          "volumeMounts": mounts,
          "securityContext": CONTAINER_SECURITY,
          "lifecycle": {"preStop": {"exec": {
@@ -177,18 +187,22 @@ def volumes(spec: dict[str, Any]) -> list[dict[str, Any]]:
     return vols
 
 
-def pod_spec(spec: dict[str, Any], name: str, *, num_gpus: int, image: str,
+def pod_spec(spec: dict[str, Any], name: str, *, processes: int, image: str,
+             pods_per_replica: int = 1,
              extra_env: list[dict[str, Any]] | None = None,
              extra_ports: list[dict[str, Any]] | None = None,
              probe_kind: str = Probes.HTTP) -> dict[str, Any]:
     grace = (PRESTOP_SLEEP_SECONDS + spec["engine"]["shutdownTimeoutSeconds"]
              + GRACE_MARGIN_SECONDS)
     pod: dict[str, Any] = {
-        "containers": [container(spec, name, num_gpus=num_gpus, image=image,
+        "containers": [container(spec, name, processes=processes,
+                                 pods_per_replica=pods_per_replica, image=image,
                                  extra_env=extra_env or [], extra_ports=extra_ports or [],
                                  probe_kind=probe_kind)],
         "volumes": volumes(spec),
         "securityContext": POD_SECURITY,
+        # The runtime never calls the Kubernetes API: no token in the pod to steal.
+        "automountServiceAccountToken": False,
         "terminationGracePeriodSeconds": grace,
         # Docker-link env of every Service in the namespace: a Service named `kubellm`
         # would set KUBELLM_PORT=tcp://..., which the runtime reads as its port and refuses.

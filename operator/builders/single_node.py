@@ -23,7 +23,7 @@ def build_deployment(cr: dict[str, Any], spec: dict[str, Any], image: str) -> di
             "template": {
                 "metadata": {"labels": pod_labels},
                 "spec": pod_spec(spec, name, image=image,
-                                 num_gpus=par["tensor"] * par["pipeline"]),
+                                 processes=par["tensor"] * par["pipeline"]),
             },
         },
     }

@@ -202,3 +202,36 @@ def test_dashboard_queries_only_metrics_the_runtime_exports():
             used |= {re.sub(r"_bucket$", "", m)
                      for m in re.findall(r"vllm:[a-z0-9_]+", target["expr"])}
     assert used == DESIGN_METRICS
+
+
+def _operator_args(docs: list[dict]):
+    import argparse
+
+    from kubellm.operator.cli import add_arguments
+
+    [deployment] = by_kind(docs, "Deployment")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return parser.parse_args(container["args"][1:])  # args[0] is the `operator` subcommand
+
+
+def test_runtime_network_policies_admit_the_operator_as_a_scraper(tmp_path):
+    """The chart tells the operator who it is, so runtime NetworkPolicies admit its scrape;
+    the peer must select the operator's own pod (its labels and namespace)."""
+    from tests.operator.netpol import Pod, selects
+
+    docs = render(tmp_path)
+    args = _operator_args(docs)
+    assert args.network_policy is False
+    [peer] = args.network_policy_scraper
+    pod_labels = by_kind(docs, "Deployment")[0]["spec"]["template"]["metadata"]["labels"]
+    assert selects(peer["podSelector"], pod_labels)
+    assert selects(peer["namespaceSelector"], Pod("kubellm-system").ns_labels())
+    assert not selects(peer["namespaceSelector"], Pod("default").ns_labels())
+
+    prometheus = {"namespaceSelector": {"matchLabels": {"team": "observability"}}}
+    args = _operator_args(render(tmp_path, {"runtime": {"networkPolicy": {
+        "enabled": True, "scrapers": [prometheus]}}}))
+    assert args.network_policy is True
+    assert args.network_policy_scraper[1:] == [prometheus]

@@ -13,6 +13,8 @@ WORKLOAD_GRANTS = {
     ("apps", "deployments"): {"get", "list", "watch", "create", "patch", "delete"},
     ("apps", "statefulsets"): {"get", "list", "watch", "create", "patch", "delete"},
     ("", "services"): {"get", "list", "watch", "create", "patch", "delete"},
+    ("networking.k8s.io", "networkpolicies"): {"get", "list", "watch", "create", "patch",
+                                               "delete"},
     ("leaderworkerset.x-k8s.io", "leaderworkersets"): {"get", "list", "create", "patch",
                                                        "delete"},
     ("", "pods"): {"list"},

@@ -24,6 +24,7 @@ RESOURCES = {
     "v1/events": ("Event", True, ()),
     "v1/services": ("Service", True, ()),
     "v1/secrets": ("Secret", True, ()),
+    "networking.k8s.io/v1/networkpolicies": ("NetworkPolicy", True, ()),
     "apps/v1/deployments": ("Deployment", True, ("status", "scale")),
     "apps/v1/statefulsets": ("StatefulSet", True, ("status", "scale")),
     LLMD: (KIND, True, ("status", "scale")),

@@ -207,7 +207,8 @@ def _examples():
 
 def test_the_examples_cover_the_issue():
     names = {p.stem for p in _examples()}
-    assert {"single-gpu", "tensor-parallel-4", "multi-node-tp8-pp2", "autoscaling"} <= names
+    assert {"single-gpu", "tensor-parallel-4", "multi-node-tp8-pp2", "autoscaling",
+            "cpu-default-model"} <= names
 
 
 @pytest.mark.parametrize("path", _examples(), ids=lambda p: p.name)

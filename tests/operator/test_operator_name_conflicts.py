@@ -41,6 +41,12 @@ def _user_object(kind: str, name: str) -> tuple[str, str, dict]:
         return ("v1/services", f"/api/v1/namespaces/{NS}/services",
                 {"apiVersion": "v1", "kind": kind, "metadata": meta,
                  "spec": {"selector": USER_LABELS, "ports": [{"port": 80}]}})
+    if kind == "NetworkPolicy":
+        return ("networking.k8s.io/v1/networkpolicies",
+                f"/apis/networking.k8s.io/v1/namespaces/{NS}/networkpolicies",
+                {"apiVersion": "networking.k8s.io/v1", "kind": kind, "metadata": meta,
+                 "spec": {"podSelector": {"matchLabels": USER_LABELS},
+                          "policyTypes": ["Ingress"]}})
     if kind == "LeaderWorkerSet":
         return (LWS, f"/apis/leaderworkerset.x-k8s.io/v1/namespaces/{NS}/leaderworkersets",
                 {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": kind, "metadata": meta,
@@ -61,6 +67,7 @@ CASES = [  # (child kind, child name, LLMDeployment spec, LeaderWorkerSet served
     ("StatefulSet", "chat-g0", MULTI, False),
     ("Service", "chat-pods", MULTI, False),  # the headless rendezvous Service
     ("LeaderWorkerSet", "chat", MULTI, True),
+    ("NetworkPolicy", "chat", {**SINGLE, "networkPolicy": {"enabled": True}}, False),
 ]
 
 

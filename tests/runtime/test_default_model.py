@@ -13,10 +13,23 @@ from kubellm.runtime import default_model
 def converted(tmp_path_factory):
     """One conversion into a private KUBELLM_CACHE, shared by the tests of this module."""
     cache = tmp_path_factory.mktemp("kubellm-cache")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("KUBELLM_CACHE", str(cache))
-        path = default_model.default_model_path()
+    restrictive = os.umask(0o077)  # as root's often is: the result must still be shared
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("KUBELLM_CACHE", str(cache))
+            path = default_model.default_model_path()
+    finally:
+        os.umask(restrictive)
     return cache, Path(path)
+
+
+def test_converted_files_are_readable_by_the_pods_group_and_others(converted):
+    """A model converted by root on a shared volume is read by the pod's uid 1000."""
+    _, path = converted
+    for entry in [path, *path.rglob("*")]:
+        mode = entry.stat().st_mode
+        wanted = 0o055 if entry.is_dir() else 0o044
+        assert mode & wanted == wanted, f"{entry}: {oct(mode)}"
 
 
 def test_converts_into_the_cache_dir(converted):

@@ -1,0 +1,82 @@
+"""Default CPU and memory requests of a runtime pod, from the model and the layout.
+
+A pod that requests only GPUs (an extended resource) is BestEffort: the first to be
+evicted under node pressure, and scheduled as if it needed no CPU or memory. When the
+user sets neither, each pod requests what its processes need (requests only: no CPU
+limit, so tokenization bursts are not throttled; a memory limit only when the user sets
+one).
+
+The model's size comes from ``spec.model.parameters`` ("8B", "135M"), else from its name
+("Qwen2.5-0.5B-Instruct", "Mixtral-8x7B", "Qwen3-30B-A3B": the total count), else it is
+unknown and the layout alone decides.
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+GIB = 1024 ** 3
+EMBEDDED_PARAMETERS = {"SmolLM2-135M-Instruct": 135e6}
+_UNITS = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
+# "8x7B" (experts x size), then a plain "0.5B" / "135M"; the first match wins, so
+# "30B-A3B" reads as 30B (all experts are resident even if 3B are active).
+_MOE = re.compile(r"(?<![\d.])(\d+)x(\d+(?:\.\d+)?)([kmbt])(?![a-z])", re.IGNORECASE)
+_PLAIN = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)([kmbt])(?![a-z])", re.IGNORECASE)
+
+# GPU pods: Python, torch, the CUDA context and the tokenizer take ~4 GiB; each further
+# rank process ~2 GiB; the loader reads one safetensors shard at a time through mmap
+# (Hugging Face shards are <= 5 GB), whose pages are charged to the pod while it loads.
+GPU_BASE_GIB, GPU_PER_PROCESS_GIB, LARGEST_SHARD_GIB = 4, 2, 5
+# CPU pods hold the weights and the KV cache in host memory (the runtime's default
+# --cpu-kv-cache-gb is 1), plus the same interpreter and tokenizer.
+CPU_BASE_GIB, CPU_KV_CACHE_GIB = 2, 1
+UNKNOWN_MODEL_GIB = 16  # CPU pods of a model whose size nobody stated
+
+
+def parse_parameters(text: str) -> float | None:
+    """Parameter count named in ``text`` ("8B" -> 8e9), or None."""
+    if m := _MOE.search(text):
+        return int(m[1]) * float(m[2]) * _UNITS[m[3].lower()]
+    if m := _PLAIN.search(text):
+        return float(m[1]) * _UNITS[m[2].lower()]
+    return None
+
+
+def parameter_count(spec: dict[str, Any]) -> float | None:
+    model = spec["model"]
+    if model.get("parameters"):
+        return parse_parameters(model["parameters"])
+    source = model["source"]
+    if "embedded" in source:
+        return EMBEDDED_PARAMETERS[source["embedded"]]
+    name = source.get("huggingFace") or source.get("pvc", {}).get("path", "")
+    return parse_parameters(name.rsplit("/", 1)[-1]) if name else None
+
+
+def bytes_per_parameter(spec: dict[str, Any]) -> int:
+    dtype = spec["model"]["dtype"]
+    if dtype == "float32" or (dtype == "auto" and not uses_gpus(spec)):
+        return 4  # the runtime's auto dtype is float32 on CPU, bfloat16 on GPUs
+    return 2
+
+
+def uses_gpus(spec: dict[str, Any]) -> bool:
+    return spec["resources"]["accelerator"] != "none"
+
+
+def default_requests(spec: dict[str, Any], processes_per_pod: int,
+                     pods_per_replica: int) -> dict[str, str]:
+    """CPU and memory requests of one pod holding ``processes_per_pod`` ranks."""
+    params = parameter_count(spec)
+    weights_gib = (params * bytes_per_parameter(spec) / GIB / pods_per_replica
+                   if params else None)
+    if uses_gpus(spec):
+        shard = LARGEST_SHARD_GIB if weights_gib is None else min(weights_gib, LARGEST_SHARD_GIB)
+        memory = GPU_BASE_GIB + GPU_PER_PROCESS_GIB * (processes_per_pod - 1) + shard
+        cpu = 2 + processes_per_pod
+    else:
+        held = UNKNOWN_MODEL_GIB if weights_gib is None else weights_gib
+        memory = CPU_BASE_GIB + CPU_KV_CACHE_GIB * processes_per_pod + held
+        cpu = 2 * processes_per_pod
+    return {"cpu": str(cpu), "memory": f"{math.ceil(memory)}Gi"}
