@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubellm.operator.builders.meta import (INSTANCE_LABEL, MANAGED_BY_LABEL, MANAGER,
-                                            is_controlled_by, is_owned_by)
+from kubellm.operator.builders.meta import INSTANCE_LABEL, MANAGED_BY_LABEL, MANAGER, is_owned_by
+from kubellm.operator.ownership import NameConflict, is_controlled_by
 from kubellm.operator.kube import KubeClient, manifest_path, resource_path
 
 # Kinds an LLMDeployment may own, with their API versions.
@@ -26,17 +26,6 @@ def is_subset(desired: Any, actual: Any) -> bool:
         return (isinstance(actual, list) and len(desired) == len(actual)
                 and all(is_subset(d, a) for d, a in zip(desired, actual)))
     return desired == actual
-
-
-class NameConflict(Exception):
-    """An object with a child's name exists and is not this LLMDeployment's to change."""
-
-    def __init__(self, desired: dict[str, Any]):
-        meta = desired["metadata"]
-        self.kind, self.name = desired["kind"], meta["name"]
-        super().__init__(f"{self.kind} {meta['namespace']}/{self.name} already exists and is "
-                         "not controlled by this LLMDeployment; the operator leaves it alone "
-                         "(rename the LLMDeployment or remove that object)")
 
 
 async def ensure_child(client: KubeClient, desired: dict[str, Any]) -> str:

@@ -22,6 +22,7 @@ from kubellm.operator.builders.pod import served_model_name
 from kubellm.operator.builders.service import endpoint_url
 from kubellm.operator.events import post_event
 from kubellm.operator.kube import ApiError, KubeClient, manifest_path
+from kubellm.operator.ownership import NameConflict
 from kubellm.operator.validation import SpecError, defaulted_spec
 
 LWS_CHECK_SECONDS = 60.0  # how long the "is LeaderWorkerSet installed" answer is reused
@@ -72,12 +73,12 @@ class Reconciler:
         except SpecError as e:
             await self._degrade(cr, "InvalidSpec", str(e))
             return
-        conflicts: list[apply.NameConflict] = []
+        conflicts: list[NameConflict] = []
         try:
             for child in desired:
                 try:
                     outcome = await apply.ensure_child(self.client, child)
-                except apply.NameConflict as e:
+                except NameConflict as e:
                     conflicts.append(e)
                     continue
                 if outcome != "unchanged":

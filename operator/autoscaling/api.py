@@ -14,6 +14,8 @@ from typing import Any
 import aiohttp
 from kopf._cogs.clients import auth, errors
 
+from kubellm.operator.ownership import NameConflict, is_controlled_by
+
 GROUP, VERSION, PLURAL = "kubellm.io", "v1alpha1", "llmdeployments"
 KEDA_PATH = "/apis/keda.sh/v1alpha1/namespaces/{namespace}/scaledobjects"
 TIMEOUT = aiohttp.ClientTimeout(total=10, sock_connect=5)
@@ -90,19 +92,26 @@ async def patch_status(namespace: str, name: str,
 
 
 async def apply_scaled_object(obj: dict[str, Any]) -> None:
-    """Create the ScaledObject, or merge-patch it to ``obj`` when it exists."""
+    """Create the ScaledObject, or merge-patch it to ``obj`` when it exists and is ours;
+    NameConflict (nothing changed) when one of that name belongs to someone else."""
     namespace, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
     collection = KEDA_PATH.format(namespace=_quote(namespace))
     try:
         await _request("POST", collection, payload=obj)
     except Conflict:
+        current = await _request("GET", f"{collection}/{_quote(name)}")
+        if not is_controlled_by(current or {}, obj["metadata"]["ownerReferences"][0]["uid"]):
+            raise NameConflict(obj) from None
         await _request("PATCH", f"{collection}/{_quote(name)}", payload=obj,
                        content_type=MERGE_PATCH)
 
 
-async def delete_scaled_object(namespace: str, name: str) -> None:
+async def delete_scaled_object(namespace: str, name: str, owner_uid: str) -> None:
+    """Delete our ScaledObject; one of that name that is not ours stays."""
+    path = f"{KEDA_PATH.format(namespace=_quote(namespace))}/{_quote(name)}"
     try:
-        await _request("DELETE", f"{KEDA_PATH.format(namespace=_quote(namespace))}/{_quote(name)}")
+        if is_controlled_by(await _request("GET", path) or {}, owner_uid):
+            await _request("DELETE", path)
     except NotFound:
         pass
 

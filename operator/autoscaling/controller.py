@@ -19,6 +19,7 @@ from kubellm.operator.autoscaling import api, keda, metrics, status as status_
 from kubellm.operator.autoscaling.config import AutoscalingSpec, InvalidAutoscalingSpec
 from kubellm.operator.autoscaling.history import MetricHistory
 from kubellm.operator.autoscaling.policy import decide
+from kubellm.operator.ownership import NameConflict
 
 MEMO_KEY = "kubellm_autoscaler"
 KEDA_REAPPLY_SECONDS = 60.0   # re-apply an unchanged ScaledObject this often (drift repair)
@@ -62,7 +63,7 @@ async def autoscale(*, name: str, namespace: str, uid: str, spec: Mapping[str, A
 
     was_keda = ((status or {}).get("autoscaler") or {}).get("mode") == "keda"
     if was_keda and not (scaling.enabled and scaling.mode == "keda"):
-        await api.delete_scaled_object(namespace, name)
+        await api.delete_scaled_object(namespace, name, uid)
         memory.keda_applied = None
         patch_status["autoscaler"] = {"mode": None}   # merge patch: drop the key
         logger.info(f"Deleted KEDA ScaledObject {namespace}/{name}")
@@ -77,6 +78,9 @@ async def autoscale(*, name: str, namespace: str, uid: str, spec: Mapping[str, A
             await _apply_keda(name, namespace, uid, spec, memory, now, logger)
         except InvalidAutoscalingSpec as e:
             set_condition("InvalidSpec", str(e), warn=True)
+            return
+        except NameConflict as e:
+            set_condition("NameConflict", str(e), warn=True)
             return
         except api.NotFound:
             set_condition("KedaUnavailable", "the API server does not serve keda.sh/v1alpha1 "

@@ -42,12 +42,6 @@ def is_owned_by(child: dict[str, Any], owner_uid: str) -> bool:
     return any(ref.get("uid") == owner_uid and ref.get("kind") == KIND for ref in refs)
 
 
-def is_controlled_by(child: dict[str, Any], owner_uid: str) -> bool:
-    """Whether ``owner_uid`` is the child's controller (the one reference that may change it)."""
-    refs = child.get("metadata", {}).get("ownerReferences") or []
-    return any(ref.get("uid") == owner_uid and ref.get("controller") for ref in refs)
-
-
 def owner_name(child: dict[str, Any]) -> str | None:
     """Name of the LLMDeployment that controls ``child``, if any."""
     for ref in child.get("metadata", {}).get("ownerReferences") or []:

@@ -263,3 +263,35 @@ async def test_modes_that_do_not_scrape(cluster, tmp_path):
     assert not [r for r in kmock if r.method == "PATCH" and r.url.path.endswith("/scale")
                 and r.headers.get("User-Agent", "").startswith("kopf")]
     assert not [r for r in kmock if r.url.path.endswith("/pods")]
+
+
+async def test_a_users_scaled_object_is_never_taken_over(cluster, tmp_path):
+    """keda mode next to a ScaledObject of the same name that is not ours: nothing is
+    patched or deleted, ScalingActive says NameConflict with an Event, and turning
+    autoscaling off leaves that object alone."""
+    kmock = cluster
+    kmock.resources[KEDA] = kmock.ResourceInfo(kind="ScaledObject", namespaced=True)
+    theirs = {"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
+              "metadata": {"name": "shared", "namespace": NS},
+              "spec": {"scaleTargetRef": {"name": "web"}, "triggers": [{"type": "cpu"}]}}
+    kmock.objects[KEDA, NS, "shared"] = theirs
+    kmock.objects[LLMD, NS, "shared"] = llmd("shared", dict(AUTOSCALING, mode="keda"))
+    base = f"{kmock.url}/apis/kubellm.io/v1alpha1/namespaces/{NS}/llmdeployments"
+    async with aiohttp.ClientSession() as client, operator_process(kmock, tmp_path):
+        await wait_for(lambda: condition(kmock, "shared").get("reason") == "NameConflict",
+                       15, "NameConflict", tmp_path)
+        assert "ScaledObject default/shared already exists" in \
+            condition(kmock, "shared")["message"]
+        async with client.patch(f"{base}/shared",
+                                headers={"Content-Type": "application/merge-patch+json"},
+                                json={"spec": {"autoscaling": {"enabled": False}}}) as r:
+            assert r.status == 200
+        await wait_for(lambda: condition(kmock, "shared").get("reason")
+                       == "AutoscalingDisabled", 15, "AutoscalingDisabled", tmp_path)
+        await asyncio.sleep(1.0)
+    stored = kmock.objects[KEDA, NS, "shared"]
+    assert not stored.deleted
+    assert stored["spec"] == theirs["spec"] and "ownerReferences" not in stored["metadata"]
+    assert "NameConflict" in event_reasons(kmock)
+    assert not [r for r in kmock if r.method in ("PATCH", "DELETE")
+                and r.url.path.endswith("/scaledobjects/shared")]
