@@ -67,7 +67,8 @@ def measure_ceilings() -> dict:
     copy_tb_s = 2 * src.numel() * 4 / (median_ms(lambda: dst.copy_(src)) * 1e-3) / 1e12
     del a, b, src, dst
     torch.cuda.empty_cache()
-    return {"matmul_tflops": round(tflops, 1), "copy_tb_s": round(copy_tb_s, 3)}
+    # Significant digits, not decimals: a slow (or loaded) CPU must not round to 0.
+    return {"matmul_tflops": float(f"{tflops:.4g}"), "copy_tb_s": float(f"{copy_tb_s:.4g}")}
 
 
 def workload(seed: int = 0) -> list[list[int]]:
