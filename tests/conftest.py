@@ -3,7 +3,6 @@ every Llama-family variant, written with ``save_pretrained`` like real ones."""
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,7 @@ os.environ["KUBELLM_CACHE"] = str(CACHE)
 @pytest.fixture(scope="session")
 def default_model_dir() -> str:
     """The embedded SmolLM2-135M-Instruct, converted once into the test cache."""
-    from kubellm.runtime.default_model import default_model_path
+    from kubellm.runtime.loading.default_model import default_model_path
     return default_model_path()
 
 
@@ -41,7 +40,7 @@ def tokenizer_dir(request) -> str:
 @pytest.fixture(scope="session")
 def tiny_model_factory(tmp_path_factory, tokenizer_dir):
     """``make(family) -> checkpoint dir`` for tiny random models (cached per family)."""
-    from tests.tiny_models import write_tiny_model
+    from benchmarks.common.tiny_models import write_tiny_model
     root = tmp_path_factory.mktemp("tiny-models")
     made: dict[str, str] = {}
 

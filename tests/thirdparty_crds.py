@@ -22,8 +22,8 @@ import pytest
 import yaml
 
 from tests.operator.apiserver_crd import rule_errors_on_value
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 FILES = {
     ("keda.sh", "ScaledObject"): "keda.sh_scaledobjects.yaml",
     ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"):

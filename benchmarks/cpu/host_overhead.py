@@ -3,7 +3,7 @@
 The scheduler, input preparation and post-processing are the same code on CPU and GPU;
 this isolates them from the forward pass so they can be profiled anywhere:
 
-    python benchmarks/cpu/host_overhead.py [--batch 256] [--steps 64] [--profile]
+    python -m benchmarks.cpu.host_overhead [--batch 256] [--steps 64] [--profile]
 """
 from __future__ import annotations
 
@@ -14,8 +14,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
 def main() -> int:
@@ -29,11 +27,12 @@ def main() -> int:
                     help="wait for every step (the engine's async scheduling off)")
     args = ap.parse_args()
 
-    from kubellm.runtime import LLM, SamplingParams
-    from kubellm.runtime.bench.steady import fill_until_decoding, host_ms_per_step
-    from tests.tiny_models import COMMON
-    import transformers
     import torch
+    import transformers
+    from kubellm.runtime import LLM, SamplingParams
+    from kubellm.runtime.cli.bench.steady import fill_until_decoding, host_ms_per_step
+
+    from benchmarks.common.tiny_models import COMMON
     tmp = Path(tempfile.mkdtemp())
     config = transformers.LlamaConfig(**{**COMMON, "vocab_size": 1024, "hidden_size": 32,
                                          "intermediate_size": 64, "num_hidden_layers": 1,

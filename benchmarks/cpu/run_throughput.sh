@@ -10,8 +10,8 @@ model=$(mktemp -d)
 python - "$model" <<'PY'
 import sys
 from pathlib import Path
-from kubellm.runtime.default_model import default_model_path
-from tests.tiny_models import write_tiny_model
+from kubellm.runtime.loading.default_model import default_model_path
+from benchmarks.common.tiny_models import write_tiny_model
 write_tiny_model("llama", Path(sys.argv[1]), default_model_path())
 PY
 cmd=(kubellm bench throughput --model "$model" --num-prompts 64 --input-len 32

@@ -2,8 +2,8 @@
 off: per-phase host ms, time blocked on the device, device busy/idle per step (CUDA
 events), and a cProfile of the steps. Llama-3-8B shape with ``--layers`` layers.
 
-    python benchmarks/gpu/host_profile.py --layers 32 --batch 256 --context 512 --out DIR
-    python benchmarks/gpu/host_profile.py --smoke --layers 1 --batch 4 --context 16 --out DIR
+    python -m benchmarks.gpu.host_profile --layers 32 --batch 256 --context 512 --out DIR
+    python -m benchmarks.gpu.host_profile --smoke --layers 1 --batch 4 --context 16 --out DIR
 """
 from __future__ import annotations
 
@@ -18,13 +18,10 @@ import tempfile
 from pathlib import Path
 
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-
 def profile_mode(llm, run_ahead: bool, batch: int, context: int, steps: int) -> dict:
     vocab = llm.engine.vocab_size
     from kubellm.runtime import SamplingParams
-    from kubellm.runtime.bench.steady import fill_until_decoding, time_steps
+    from kubellm.runtime.cli.bench.steady import fill_until_decoding, time_steps
     engine = llm.engine
     engine.set_async_scheduling(run_ahead)
     rng = random.Random(batch + context)
@@ -59,7 +56,8 @@ def main() -> int:
                     help="a tiny shape on the CPU, to check the script itself")
     args = ap.parse_args()
     from kubellm.runtime import LLM
-    from tests.gpu.shapes import LLAMA3_8B, write_config
+
+    from benchmarks.common.shapes import LLAMA3_8B, write_config
     small = dict(vocab_size=2048, hidden_size=128, intermediate_size=256,
                  num_attention_heads=4, num_key_value_heads=2, bos_token_id=1,
                  eos_token_id=2) if args.smoke else {}

@@ -1,8 +1,8 @@
 """Tensor and pipeline parallel on the visible GPUs: correctness against TP=1, workload W
-throughput and scaling, and the time each step spends in collectives (issue 8).
+throughput and scaling, and the time each step spends in collectives.
 
-    python benchmarks/gpu/multi_gpu.py --out DIR [--configs tp1,tp2,...] [--budget-s S]
-    python benchmarks/gpu/multi_gpu.py --smoke --out DIR  # the same path on CPU (gloo),
+    python -m benchmarks.gpu.multi_gpu --out DIR [--configs tp1,tp2,...] [--budget-s S]
+    python -m benchmarks.gpu.multi_gpu --smoke --out DIR  # the same path on CPU (gloo),
                                      # a tiny model, 2 "GPUs": catches script errors
 
 All configurations use load_format=dummy: every checkpoint tensor is drawn whole from a
@@ -27,13 +27,12 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from benchmarks.common.agreement import first_disagreement
+from benchmarks.common.shapes import LLAMA3_8B, write_config
+from benchmarks.gpu import workload_w
+from benchmarks.gpu.multi_gpu_report import summarize, write_report
+
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
-sys.path.insert(0, str(ROOT))
-import workload_w  # noqa: E402  (this script's folder is on sys.path)
-from multi_gpu_report import summarize, write_report  # noqa: E402
-from tests.gpu.agreement import first_disagreement  # noqa: E402
-from tests.gpu.shapes import LLAMA3_8B, write_config  # noqa: E402
 
 LLAMA3_70B = {**LLAMA3_8B, "hidden_size": 8192, "intermediate_size": 28672,
               "num_hidden_layers": 80, "num_attention_heads": 64}
@@ -86,7 +85,7 @@ def make_model(kind: str, smoke: bool, work: Path) -> str:
     if kind == "70b":
         return write_config(workload_w.SMOKE_SHAPE if smoke else LLAMA3_70B, work / "70b")
     if smoke:
-        from tests.tiny_models import write_tiny_model
+        from benchmarks.common.tiny_models import write_tiny_model
         return write_tiny_model("llama-4layers", work / "tiny", str(_empty_dir(work)))
     return write_config(LLAMA3_8B, work / "llama3-8b")
 

@@ -1,7 +1,7 @@
 """One configuration of the multi-GPU benchmark, in its own process (a distributed engine
 owns its process group, and a failing group ends the process):
 
-    python benchmarks/gpu/multi_gpu_job.py JOB.json RESULT.json
+    python -m benchmarks.gpu.multi_gpu_job JOB.json RESULT.json
 
 JOB holds ``model``, ``engine`` (LLM keyword arguments), ``check_prompts`` (greedy,
 top-5 logprobs kept for the agreement rule), ``w_prompts`` + ``output_len`` (workload W)
@@ -23,7 +23,7 @@ def main(job_path: str, result_path: str) -> None:
     with open(job_path) as fh:
         job = json.load(fh)
     from kubellm.runtime import LLM
-    from kubellm.runtime.distributed import comm_timing
+    from kubellm.runtime.parallel import comm_timing
     os.environ[comm_timing.ENV] = str(job["timing_every"])  # workers inherit our env
     t0 = time.perf_counter()
     llm = LLM(job["model"], **job["engine"])
@@ -78,7 +78,7 @@ def run_w(llm, prompts, output_len: int) -> dict:
 
 def comm_by_rank(engine, first_step: int) -> list[dict] | None:
     """Per rank: mean ms per timed step of the measured run in each kind of collective."""
-    from kubellm.runtime.distributed.comm_timing import per_step_ms
+    from kubellm.runtime.parallel.comm_timing import per_step_ms
     executor = engine.executor
     if not hasattr(executor, "describe_ranks"):
         return None     # one process: no collectives

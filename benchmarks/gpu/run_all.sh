@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything that needs the GPU, in one command (run through the device tool):
 #   bash benchmarks/gpu/run_all.sh            # tests + kernel bench + workload W + peer
-#   STAGES="serve" bash benchmarks/gpu/run_all.sh   # serving benchmark (issue 4); needs
+#   STAGES="serve" bash benchmarks/gpu/run_all.sh   # serving benchmark; needs
 #     .serve-bench/{tokenizer,whl} carried: the SmolLM2 tokenizer files and wheels of what
 #     the GPU image lacks (benchmarks/serving/prepare_serve_bench.sh makes them)
 #   STAGES="multi" bash benchmarks/gpu/run_all.sh   # TP/PP on 2+ GPUs (NCCL); carry the
@@ -14,25 +14,26 @@ cd "$(dirname "$0")/../.."
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TRITON_INTERPRET=0
 OUT=${OUT:-benchmarks/results/gpu}
 mkdir -p "$OUT"
-python3 -m pip install -q --no-deps --no-build-isolation -e . >"$OUT/install.log" 2>&1 \
-  || { echo "install failed"; tail -20 "$OUT/install.log"; exit 1; }
+# The GPU image has torch, triton and transformers but no network: no install, the source
+# roots go on the path (their folders are their import paths).
+export PYTHONPATH=$PWD/runtime:$PWD/kernels:$PWD/operator${PYTHONPATH:+:$PYTHONPATH}
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
 STAGES=${STAGES:-"tests kernels w"}
 for stage in $STAGES; do
   case $stage in
     tests)   python3 -m pytest -m gpu tests/kernels tests/gpu -q -p no:cacheprovider -x \
                2>&1 | tee "$OUT/gpu_tests.log" | tail -25 ;;
-    kernels) python3 benchmarks/kernels/bench_paged_attention.py --out "$OUT" 2>&1 \
+    kernels) python3 -m benchmarks.kernels.bench_paged_attention --out "$OUT" 2>&1 \
                | tee "$OUT/kernels.log" | tail -20 ;;
-    w)       python3 benchmarks/gpu/workload_w.py --out "$OUT" --compare-hf 2>&1 \
+    w)       python3 -m benchmarks.gpu.workload_w --out "$OUT" --compare-hf 2>&1 \
                | tee "$OUT/workload_w.log" | grep -v Warning | tail -20 ;;
     serve)   bash benchmarks/serving/run_h200.sh "$OUT" .serve-bench/tokenizer .serve-bench/whl \
                -- --request-rates 4,16,inf --num-prompts 64 --max-model-len 2048 \
                --max-num-seqs 128 2>&1 | tail -20 ;;
-    multi)   KUBELLM_TEST_TOKENIZER_DIR=$PWD/.serve-bench/tokenizer NCCL_NVLS_ENABLE=0 python3 -m pytest -m gpu tests/distributed -q \
+    multi)   KUBELLM_TEST_TOKENIZER_DIR=$PWD/.serve-bench/tokenizer NCCL_NVLS_ENABLE=0 python3 -m pytest -m gpu tests/runtime/distributed -q \
                -p no:cacheprovider 2>&1 | tee "$OUT/multi_gpu_tests.log" | tail -20
              # shellcheck disable=SC2086  # MULTI_ARGS is a list of flags
-             python3 benchmarks/gpu/multi_gpu.py --out "$OUT" ${MULTI_ARGS:---budget-s 420} 2>&1 \
+             python3 -m benchmarks.gpu.multi_gpu --out "$OUT" ${MULTI_ARGS:---budget-s 420} 2>&1 \
                | tee "$OUT/multi_gpu.log" | grep -v Warning | tail -30 ;;
   esac
 done

@@ -7,8 +7,8 @@ left padding; the limit estimated from matmul and copy ceilings measured here; t
 (CPU) share of a decode step at batch 256; and decode throughput against batch size and
 context length (PNG).
 
-    python benchmarks/gpu/workload_w.py --out DIR [--compare-hf]
-    python benchmarks/gpu/workload_w.py --smoke --out DIR --compare-hf   # tiny, on CPU:
+    python -m benchmarks.gpu.workload_w --out DIR [--compare-hf]
+    python -m benchmarks.gpu.workload_w --smoke --out DIR --compare-hf   # tiny, on CPU:
                                                   # catches script errors before GPU time
 """
 from __future__ import annotations
@@ -24,8 +24,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from tests.gpu.shapes import LLAMA3_8B, write_config  # noqa: E402
+from benchmarks.common.shapes import LLAMA3_8B, write_config
 
 NUM_REQUESTS, LOW, HIGH, OUTPUT_LEN = 256, 128, 1024, 256
 SHAPE, DEVICE, DTYPE = LLAMA3_8B, "cuda", torch.bfloat16
@@ -176,7 +175,7 @@ def decode_rate(llm, batch: int, context: int, steps: int = 32,
     ``cumulative`` outputs every step (what the server streams); ``final_only`` is what
     offline ``LLM.generate`` asks for."""
     from kubellm.runtime import SamplingParams
-    from kubellm.runtime.bench.steady import fill_until_decoding, time_steps
+    from kubellm.runtime.cli.bench.steady import fill_until_decoding, time_steps
     engine = llm.engine
     engine.set_async_scheduling(async_scheduling)
     rng = random.Random(batch * 7 + context)

@@ -1,8 +1,8 @@
 """Paged decode attention: KV-read bandwidth against device copy bandwidth, and time
 against torch's scaled_dot_product_attention on the same K/V laid out contiguously.
 
-    python benchmarks/kernels/bench_paged_attention.py --out DIR      # on the GPU
-    python benchmarks/kernels/bench_paged_attention.py --smoke        # CPU, tiny, interpreted
+    python -m benchmarks.kernels.bench_paged_attention --out DIR      # on the GPU
+    python -m benchmarks.kernels.bench_paged_attention --smoke        # CPU, tiny, interpreted
 
 Decode workload (BENCHMARKS.md): one decode token per sequence, batch 64 and 256, context 1k/4k/16k,
 32 query heads, 8 KV heads, head dim 128, block size 16, bf16; pages in random order.
@@ -28,7 +28,6 @@ if "--smoke" in sys.argv and not torch.cuda.is_available():
 
 import triton  # noqa: E402
 import triton.testing  # noqa: E402
-
 from kubellm.kernels.paged_attention import choose_num_kv_splits, paged_attention  # noqa: E402
 
 

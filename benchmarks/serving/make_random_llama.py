@@ -3,7 +3,7 @@ hidden 4096, 32 layers, 32 heads, 8 KV heads, FFN 14336, untied head, bf16), sav
 real one (config.json + sharded safetensors + index), with a tokenizer copied beside it.
 Serving speed does not depend on weight values, and no weights can be downloaded there.
 
-    python benchmarks/serving/make_random_llama.py OUT_DIR --tokenizer TOKENIZER_DIR
+    python -m benchmarks.serving.make_random_llama OUT_DIR --tokenizer TOKENIZER_DIR
 """
 from __future__ import annotations
 

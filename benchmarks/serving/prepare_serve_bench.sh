@@ -12,7 +12,7 @@ mkdir -p "$dest/whl" "$dest/tokenizer"
 "$python" - "$dest/tokenizer" <<'PY'
 import shutil, sys
 from pathlib import Path
-from kubellm.runtime.default_model import default_model_path
+from kubellm.runtime.loading.default_model import default_model_path
 src = Path(default_model_path())
 for name in ("tokenizer.json", "tokenizer_config.json", "config.json", "generation_config.json"):
     if (src / name).exists():

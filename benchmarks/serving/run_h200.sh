@@ -18,15 +18,15 @@ if [ -n "$wheels" ] && [ "$wheels" != "-" ]; then
     --target /tmp/site "$wheels"/*.whl
   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
-# the project itself, without touching the image's packages (nothing can be fetched there)
-"$python" -c "import kubellm.runtime" 2>/dev/null ||
-  "$python" -m pip install -q --no-deps --no-build-isolation -e .
+# the project itself, from its source roots (nothing is installed, nothing can be fetched)
+export PYTHONPATH=$PWD/runtime:$PWD/kernels${PYTHONPATH:+:$PYTHONPATH}
 "$python" -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name())"
 model=${MODEL_DIR:-/tmp/llama3-8b-random}
 [ -f "$model/model.safetensors.index.json" ] ||
-  "$python" benchmarks/serving/make_random_llama.py "$model" --tokenizer "$tokenizer" \
+  "$python" -m benchmarks.serving.make_random_llama "$model" --tokenizer "$tokenizer" \
     ${NUM_LAYERS:+--num-layers $NUM_LAYERS}
 # prompts ~512 tokens, outputs 128 (BENCHMARKS.md, serving); ids within the tokenizer's vocab
-"$python" -m kubellm.cli bench serve --launch --compare-in-process --model "$model" \
+"$python" -m kubellm.runtime bench serve --launch --compare-in-process --model "$model" \
   --input-len 512 --output-len 128 --prompt-vocab 49152 --out "$out" "$@" \
   2>&1 | tee "$out/serve_bench.log"
+"$python" -m benchmarks.serving.plot_serve "$out/serve_bench.json" || true  # matplotlib may be absent there

@@ -11,8 +11,8 @@ import random
 import pytest
 import torch
 
-from tests.gpu.agreement import first_disagreement
-from tests.gpu.shapes import LLAMA3_8B, write_config
+from benchmarks.common.agreement import first_disagreement
+from benchmarks.common.shapes import LLAMA3_8B, write_config
 
 pytestmark = pytest.mark.gpu
 if not torch.cuda.is_available():
@@ -58,7 +58,7 @@ def test_run_ahead_leaves_the_device_less_idle(tmp_path):
     step (~12 ms) outlasts the host's work (~2-4 ms), so running ahead must leave the
     device almost never idle, where waiting leaves it idle for the host's whole share."""
     from kubellm.runtime import LLM, SamplingParams
-    from kubellm.runtime.bench.steady import device_idle, fill_until_decoding
+    from kubellm.runtime.cli.bench.steady import device_idle, fill_until_decoding
     model_dir = write_config(LLAMA3_8B, tmp_path / "m")
     llm = LLM(model_dir, load_format="dummy", skip_tokenizer_init=True, max_model_len=1024,
               max_num_seqs=256, max_num_batched_tokens=8192, gpu_memory_utilization=0.8)

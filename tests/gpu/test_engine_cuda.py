@@ -10,8 +10,8 @@ import random
 import pytest
 import torch
 
-from tests.gpu.agreement import first_disagreement
-from tests.gpu.shapes import LLAMA3_8B, QWEN3_8B, write_config
+from benchmarks.common.agreement import first_disagreement
+from benchmarks.common.shapes import LLAMA3_8B, QWEN3_8B, write_config
 
 pytestmark = pytest.mark.gpu
 if not torch.cuda.is_available():

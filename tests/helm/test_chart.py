@@ -18,13 +18,13 @@ CHART = ROOT / "charts" / "kubellm"
 K8S_VERSION = "1.31.0"
 NON_DEFAULT = {
     "fullnameOverride": "llm-op",
-    "image": {"repository": "registry.example.com/kubellm", "tag": "1.2.3",
+    "image": {"repository": "registry.example.com/kubellm-operator", "tag": "1.2.3",
               "pullPolicy": "Always"},
     "imagePullSecrets": [{"name": "regcred"}],
     "operator": {"watchNamespaces": ["team-a", "team-b"], "logFormat": "plain",
                  "resyncSeconds": 10, "nodeSelector": {"pool": "system"},
                  "tolerations": [{"key": "x", "operator": "Exists"}]},
-    "runtime": {"image": "registry.example.com/kubellm-cuda:1.2.3"},
+    "runtime": {"image": {"repository": "registry.example.com/kubellm-cuda", "tag": "1.2.3"}},
     "serviceAccount": {"annotations": {"iam": "role"}},
     "monitoring": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}},
                    "dashboard": {"enabled": False}},
@@ -84,8 +84,8 @@ def test_default_install_is_cluster_wide_with_dashboard(tmp_path):
     docs = render(tmp_path)
     (dep,) = by_kind(docs, "Deployment")
     container = dep["spec"]["template"]["spec"]["containers"][0]
-    assert container["image"] == "ghcr.io/kubellm/kubellm:0.1.0"
-    assert container["args"][0] == "operator"
+    assert container["image"] == "ghcr.io/kubellm/kubellm-operator:0.1.0"
+    assert container["command"] == ["kubellm-operator"]
     assert "--default-image=ghcr.io/kubellm/kubellm:0.1.0" in container["args"]
     assert not any(a.startswith("--namespace") for a in container["args"])
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
@@ -105,7 +105,7 @@ def test_non_default_values_reach_the_manifests(tmp_path):
     pod = dep["spec"]["template"]["spec"]
     container = pod["containers"][0]
     assert dep["metadata"]["name"] == "llm-op-operator"
-    assert container["image"] == "registry.example.com/kubellm:1.2.3"
+    assert container["image"] == "registry.example.com/kubellm-operator:1.2.3"
     assert container["imagePullPolicy"] == "Always"
     assert "--namespace=team-a" in container["args"] and "--namespace=team-b" in container["args"]
     assert "--default-image=registry.example.com/kubellm-cuda:1.2.3" in container["args"]
@@ -213,7 +213,7 @@ def _operator_args(docs: list[dict]):
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     parser = argparse.ArgumentParser()
     add_arguments(parser)
-    return parser.parse_args(container["args"][1:])  # args[0] is the `operator` subcommand
+    return parser.parse_args(container["args"])
 
 
 def test_runtime_network_policies_admit_the_operator_as_a_scraper(tmp_path):
@@ -235,3 +235,14 @@ def test_runtime_network_policies_admit_the_operator_as_a_scraper(tmp_path):
         "enabled": True, "scrapers": [prometheus]}}}))
     assert args.network_policy is True
     assert args.network_policy_scraper[1:] == [prometheus]
+
+
+def test_chart_app_version_matches_both_distributions():
+    """The chart deploys the operator and runtime images of one release."""
+    import re as _re
+
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    versions = {}
+    for path in ("runtime/kubellm/runtime/version.py", "operator/kubellm/operator/version.py"):
+        versions[path] = _re.search(r'__version__ = "([^"]+)"', (ROOT / path).read_text())[1]
+    assert set(versions.values()) == {chart["appVersion"]}, (versions, chart["appVersion"])

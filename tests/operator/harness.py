@@ -25,7 +25,7 @@ def write_kubeconfig(path: Path, server: str) -> Path:
 
 
 class OperatorProcess:
-    """`kubellm operator` (run as `python -m kubellm.cli operator`) as a child process."""
+    """`kubellm operator` (run as `python -m kubellm.operator`) as a child process."""
 
     def __init__(self, kubeconfig: Path, log_path: Path, extra_args: list[str]):
         self.kubeconfig, self.log_path, self.extra_args = kubeconfig, log_path, extra_args
@@ -34,7 +34,7 @@ class OperatorProcess:
     async def start(self) -> None:
         log = open(self.log_path, "a", encoding="utf-8")
         self.process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "kubellm.cli", "operator", "--resync-seconds",
+            sys.executable, "-m", "kubellm.operator", "--resync-seconds",
             str(RESYNC_SECONDS), "--liveness-port", "0", "--log-format", "plain",
             "--default-image", "kubellm:test", *self.extra_args,
             env={**os.environ, "KUBECONFIG": str(self.kubeconfig)},

@@ -14,7 +14,6 @@ import subprocess
 import sys
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 import yaml
@@ -44,7 +43,7 @@ def namespace():
 def operator(namespace, tmp_path_factory):
     log = tmp_path_factory.mktemp("operator") / "operator.log"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kubellm.cli", "operator", "--namespace", namespace,
+        [sys.executable, "-m", "kubellm.operator", "--namespace", namespace,
          "--resync-seconds", "2", "--liveness-port", "0", "--log-format", "plain",
          "--default-image", IMAGE or "kubellm:test"],
         stdout=log.open("a"), stderr=subprocess.STDOUT)

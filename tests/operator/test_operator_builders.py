@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import kubernetes_validate
 import pytest
@@ -14,7 +13,7 @@ from kubellm.operator.builders.pod import serve_args
 from kubellm.operator.validation import SpecError, defaulted_spec
 from tests.thirdparty_crds import crd_errors
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.paths import ROOT
 K8S_VERSION = "1.31.0"
 
 
@@ -229,25 +228,6 @@ def test_every_example_renders_valid_manifests(path, lws):
             kubernetes_validate.validate(child, K8S_VERSION, strict=True)
 
 
-def test_the_runtime_cli_accepts_every_flag_the_operator_writes():
-    """The pod's args parse with the real `kubellm serve` parser: an interface check."""
-    from kubellm.cli import build_parser
-
-    spec = defaulted_spec({"model": {**HF, "name": "chat", "dtype": "bfloat16",
-                                     "maxModelLen": 4096},
-                           "parallelism": {"tensor": 2, "pipeline": 2},
-                           "engine": {"gpuMemoryUtilization": 0.8, "maxNumSeqs": 8,
-                                      "maxNumBatchedTokens": 1024, "blockSize": 16,
-                                      "enablePrefixCaching": False,
-                                      "schedulingPolicy": "timeslice", "enforceEager": True,
-                                      "seed": 3, "maxQueue": 10}})
-    args = build_parser().parse_args(serve_args(spec, "m"))
-    assert (args.model, args.served_model_name, args.port) == ("org/model", "chat", 8000)
-    assert (args.tensor_parallel_size, args.pipeline_parallel_size) == (2, 2)
-    assert args.enable_prefix_caching is False and args.enforce_eager is True
-    assert (args.max_queue, args.shutdown_timeout, args.max_model_len) == (10, 30, 4096)
-
-
 def _run_probe(command: list[str], port: int, rank: str) -> int:
     import os
     import subprocess
@@ -318,25 +298,6 @@ def test_pods_get_no_service_links(topology_name):
     assert len(pods) >= 1
     for pod in pods:
         assert pod["enableServiceLinks"] is False
-
-
-@pytest.mark.parametrize("topology_name", sorted(TOPOLOGIES))
-@pytest.mark.parametrize("engine", [{}, {"shutdownTimeoutSeconds": 0},
-                                    {"shutdownTimeoutSeconds": 120}])
-def test_grace_period_outlasts_prestop_and_the_servers_drain(topology_name, engine):
-    """The kubelet kills at terminationGracePeriodSeconds counted from preStop's start:
-    it must cover the preStop sleep, then --shutdown-timeout of draining, with room for
-    the process to exit. The drain time follows spec.engine.shutdownTimeoutSeconds."""
-    from kubellm.runtime.server.config import ServerConfig
-
-    parallelism, lws = TOPOLOGIES[topology_name]
-    built = children({"model": HF, "parallelism": parallelism, "engine": engine}, lws=lws)
-    drain = engine.get("shutdownTimeoutSeconds", ServerConfig().shutdown_timeout)
-    for pod in all_pod_specs(built):
-        c = pod["containers"][0]
-        assert float(c["args"][c["args"].index("--shutdown-timeout") + 1]) == drain
-        sleep = int(c["lifecycle"]["preStop"]["exec"]["command"][-1])
-        assert pod["terminationGracePeriodSeconds"] >= sleep + drain + 5
 
 
 def test_liveness_stays_on_health_which_answers_while_draining():

@@ -25,7 +25,7 @@ pytestmark = [
                        reason="needs a real cluster: set KUBECONFIG"),
 ]
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.paths import ROOT
 HF_SPEC = {"model": {"source": {"huggingFace": "Qwen/Qwen2.5-0.5B-Instruct"}},
            "parallelism": {"tensor": 1}}
 
@@ -71,7 +71,7 @@ def namespace():
 
 def start_operator(ns: str, log: Path) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "kubellm.cli", "operator", "--namespace", ns,
+        [sys.executable, "-m", "kubellm.operator", "--namespace", ns,
          "--resync-seconds", "2", "--liveness-port", "0", "--log-format", "plain",
          "--default-image", "kubellm:test"],
         stdout=log.open("a"), stderr=subprocess.STDOUT)

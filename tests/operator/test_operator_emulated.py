@@ -1,6 +1,6 @@
 """The operator process against the kmock Kubernetes emulator: the issue's scenarios.
 
-Each test starts `kubellm operator` (through `python -m kubellm.cli`) against an
+Each test starts `kubellm operator` (through `python -m kubellm.runtime`) against an
 emulated API server, acts on it over HTTP like kubectl would, and waits for the result.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 from .emulator import LLMD, live, live_all
 from .harness import OperatorProcess, wait_until
 
-from kubellm.operator.crd import API_VERSION, KIND
+from kubellm.operator.resources import API_VERSION, KIND
 
 NS = "team-a"
 DEPLOYMENTS, SERVICES, STATEFULSETS = "apps/v1/deployments", "v1/services", "apps/v1/statefulsets"

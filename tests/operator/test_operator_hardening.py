@@ -14,7 +14,7 @@ from kubellm.operator.validation import defaulted_spec
 
 from .netpol import Pod, allows
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.paths import ROOT
 NS = "team-a"
 HF = {"source": {"huggingFace": "Qwen/Qwen2.5-0.5B-Instruct"}}
 OPERATOR = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name":

@@ -1,7 +1,6 @@
 """The CRD: generated from operator/schema.py, structurally valid, rules that work."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import celpy
 import kubernetes_validate
@@ -14,7 +13,7 @@ from kubellm.operator.rules import RULES, broken_rules
 from kubellm.operator.schema import SPEC
 from kubellm.operator.validation import SpecError, apply_defaults, defaulted_spec
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.paths import ROOT
 MINIMAL = {"model": {"source": {"huggingFace": "Qwen/Qwen2.5-0.5B-Instruct"}}}
 
 

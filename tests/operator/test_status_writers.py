@@ -1,4 +1,5 @@
-"""The operator's and the autoscaler's status writers, interleaved against the emulator.
+"""The reconciler and the autoscaler writing status through status_writer, interleaved
+against the emulator, on the operator's one API client.
 
 Both write ``status.conditions`` (a list a merge patch replaces whole): the operator its
 Ready/Progressing/Degraded, the autoscaler its ScalingActive. Each round runs both
@@ -8,11 +9,9 @@ a Kopf timer's body can be); after every round both latest conditions must be th
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from typing import Any, AsyncIterator
+from typing import Any
 
-from kopf._cogs.clients import auth
-from kopf._cogs.structs import credentials
+import kopf
 
 from kubellm.operator.autoscaling import controller, status as autoscaling_status
 from kubellm.operator.kube import KubeClient
@@ -23,19 +22,6 @@ from .test_operator_emulated import HF_SPEC, NS, llmd_path, manifest, request
 
 ROUNDS = 12
 SCALING_REASONS = ("ScaledUp", "MetricsUnavailable", "WithinTarget")
-
-
-@contextlib.asynccontextmanager
-async def kopf_login(server: str) -> AsyncIterator[None]:
-    """What Kopf's login gives the autoscaler's API calls inside a running operator."""
-    vault = credentials.Vault()
-    await vault.populate({"emulator": credentials.ConnectionInfo(server=server, token="t")})
-    token = auth.vault_var.set(vault)
-    try:
-        yield
-    finally:
-        auth.vault_var.reset(token)
-        await vault.close()
 
 
 def operator_status(ready: bool, round_: int) -> dict[str, Any]:
@@ -61,22 +47,21 @@ async def test_interleaved_writers_never_lose_the_others_condition(cluster):
     cr = live(cluster, LLMD, NS, "chat")
     stale_status: dict[str, Any] = {}  # the body the autoscaler's timer saw: no conditions
     server = str(cluster.url).rstrip("/")
-    client = KubeClient(credentials.ConnectionInfo(server=server, token="t"))
+    client = KubeClient(kopf.ConnectionInfo(server=server, token="t"))
     reconciler = Reconciler(client, "kubellm:test")
     try:
-        async with kopf_login(server):
-            for round_ in range(ROUNDS):
-                ready = round_ % 2 == 0
-                reason = SCALING_REASONS[round_ % len(SCALING_REASONS)]
-                fragment = autoscaling_status.condition_patch(
-                    stale_status, reason, f"round {round_}", now=1000.0 + round_)
-                writers = [reconciler._write_status(cr, operator_status(ready, round_)),
-                           controller.write_status(NS, "chat", fragment)]
-                await asyncio.gather(*(writers if round_ % 2 else writers[::-1]))
-                assert condition(cluster, "Ready")["reason"] == f"Round{round_}", round_
-                assert condition(cluster, "Ready")["status"] == str(ready)
-                scaling = condition(cluster, "ScalingActive")
-                assert (scaling["reason"], scaling["message"]) == (reason, f"round {round_}")
+        for round_ in range(ROUNDS):
+            ready = round_ % 2 == 0
+            reason = SCALING_REASONS[round_ % len(SCALING_REASONS)]
+            fragment = autoscaling_status.condition_patch(
+                stale_status, reason, f"round {round_}", now=1000.0 + round_)
+            writers = [reconciler._write_status(cr, operator_status(ready, round_)),
+                       controller.write_status(client, NS, "chat", fragment)]
+            await asyncio.gather(*(writers if round_ % 2 else writers[::-1]))
+            assert condition(cluster, "Ready")["reason"] == f"Round{round_}", round_
+            assert condition(cluster, "Ready")["status"] == str(ready)
+            scaling = condition(cluster, "ScalingActive")
+            assert (scaling["reason"], scaling["message"]) == (reason, f"round {round_}")
     finally:
         await client.close()
     # The writers really raced: some writes were refused as stale and redone.

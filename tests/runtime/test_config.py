@@ -65,14 +65,14 @@ def test_unknown_yaml_field_is_an_error(tmp_path):
 
 
 def test_cli_exits_2_naming_the_field():
-    proc = subprocess.run([sys.executable, "-m", "kubellm.cli", "generate", "hi",
+    proc = subprocess.run([sys.executable, "-m", "kubellm.runtime", "generate", "hi",
                            "--block-size", "-1"], capture_output=True, text=True)
     assert proc.returncode == 2
     assert "block_size" in proc.stderr
 
 
 def test_unknown_model_id_offline_names_the_model(monkeypatch, tmp_path):
-    from kubellm.runtime.engine_builder import resolve_model_dir
+    from kubellm.runtime.assembly import resolve_model_dir
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path))
     with pytest.raises(ConfigError, match="no-such-org/no-such-model"):
@@ -89,8 +89,8 @@ def test_sliding_window_models_are_capped_at_their_window(model_type, extra, exp
     """Full causal attention equals sliding-window attention only inside the window."""
     from types import SimpleNamespace
 
-    from kubellm.runtime.engine_builder import _resolve_max_model_len
+    from kubellm.runtime.assembly import resolve_max_model_len
     hf = SimpleNamespace(model_type=model_type, max_position_embeddings=1024, **extra)
-    assert _resolve_max_model_len(EngineConfig(), hf) == expected
+    assert resolve_max_model_len(EngineConfig(), hf) == expected
     with pytest.raises(ConfigError, match="max_model_len"):
-        _resolve_max_model_len(EngineConfig(max_model_len=expected + 1), hf)
+        resolve_max_model_len(EngineConfig(max_model_len=expected + 1), hf)

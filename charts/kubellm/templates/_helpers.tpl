@@ -60,6 +60,14 @@ kubellm.serviceAccountName: the operator's ServiceAccount.
 {{- end }}
 
 {{/*
+kubellm.runtimeImage: the model-serving image reference, repository:tag (tag defaults to
+appVersion), what the operator gives LLMDeployments without spec.image.
+*/}}
+{{- define "kubellm.runtimeImage" -}}
+{{- printf "%s:%s" (required "runtime.image.repository is required" .Values.runtime.image.repository) (default .Chart.AppVersion .Values.runtime.image.tag) }}
+{{- end }}
+
+{{/*
 kubellm.image: the operator image reference, repository:tag (tag defaults to appVersion).
 */}}
 {{- define "kubellm.image" -}}

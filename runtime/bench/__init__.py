@@ -1,1 +1,0 @@
-"""Benchmarks behind ``kubellm bench``: offline throughput and online serving."""

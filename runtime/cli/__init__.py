@@ -1,1 +1,0 @@
-"""``kubellm`` subcommands that belong to the runtime (generate, serve, bench)."""

@@ -1,0 +1,6 @@
+"""`python -m kubellm.runtime ...` = the `kubellm` command."""
+import sys
+
+from kubellm.runtime.cli.main import main
+
+sys.exit(main())

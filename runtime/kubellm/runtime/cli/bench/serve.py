@@ -1,0 +1,343 @@
+"""``kubellm bench serve``: online serving latency under Poisson arrivals.
+
+Random-token prompts of ``--input-len`` tokens ask for exactly ``--output-len`` tokens
+(EOS ignored) at each ``--request-rates`` value (``inf``: all at once). Reports TTFT, TPOT
+(= (latency - TTFT) / (output tokens - 1)), inter-token latency (gaps between streamed
+chunks) and end-to-end latency as mean/p50/p90/p99 in ms, and output tok/s; writes JSON
+and a PNG of latency against request rate.
+
+Backends, one or both in one run:
+- HTTP: ``--url`` of a running server, or ``--launch`` to start ``kubellm serve`` with the
+  engine flags given here (stopped with SIGTERM after the HTTP runs);
+- in process (``--compare-in-process``): the same schedule through AsyncLLMEngine with no
+  HTTP, after the launched server has exited; the difference of the two per-token
+  latencies is the HTTP layer's overhead per token.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import math
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+from kubellm.runtime.cli.engine_args import add_engine_args, engine_config_from_args
+
+
+def add_serve_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--url", default=None, help="base URL of a running server "
+                                               "(default with --launch: the launched one)")
+    p.add_argument("--launch", action="store_true",
+                   help="start `kubellm serve` with the engine flags below, then stop it")
+    p.add_argument("--compare-in-process", action="store_true",
+                   help="also run the schedule through the engine in this process (no HTTP)")
+    p.add_argument("--model", default=None, help="model directory (--launch / in-process)")
+    p.add_argument("--api-key", default=os.environ.get("KUBELLM_API_KEY") or None)
+    p.add_argument("--request-rates", default="2,8,32,inf",
+                   help="comma-separated requests/s; inf sends all at once")
+    p.add_argument("--num-prompts", type=int, default=128, help="requests per rate")
+    p.add_argument("--input-len", type=int, default=512)
+    p.add_argument("--output-len", type=int, default=128)
+    p.add_argument("--prompt-vocab", type=int, default=32000,
+                   help="prompt token ids are drawn below this (keep it within the tokenizer)")
+    p.add_argument("--dataset-seed", type=int, default=0)
+    p.add_argument("--out", default=None, help="directory for serve_bench.json and the PNG")
+    p.add_argument("--ready-timeout", type=float, default=900.0,
+                   help="seconds to wait for a launched server's /ready")
+    add_engine_args(p)
+
+
+# ---- workload ------------------------------------------------------------------------
+def make_workload(args) -> list[list[int]]:
+    rng = random.Random(args.dataset_seed)
+    # stay clear of the special tokens at the low end of typical vocabularies
+    return [[rng.randrange(16, args.prompt_vocab) for _ in range(args.input_len)]
+            for _ in range(args.num_prompts)]
+
+
+def arrival_offsets(num: int, rate: float, seed: int) -> list[float]:
+    """Poisson process: exponential gaps of mean 1/rate seconds (all zero for inf)."""
+    if math.isinf(rate):
+        return [0.0] * num
+    rng = random.Random(seed)
+    t, out = 0.0, []
+    for _ in range(num):
+        out.append(t)
+        t += rng.expovariate(rate)
+    return out
+
+
+@dataclasses.dataclass
+class Sample:
+    """One request as the client saw it; times in seconds from its send."""
+    ttft: float | None = None
+    latency: float | None = None
+    gaps: list[float] = dataclasses.field(default_factory=list)
+    num_output_tokens: int = 0
+    error: str | None = None
+
+
+# ---- HTTP backend --------------------------------------------------------------------
+async def http_request(client, prompt: list[int], args, model: str) -> Sample:
+    body = {"model": model, "prompt": prompt, "max_tokens": args.output_len,
+            "ignore_eos": True, "temperature": 0.0, "stream": True,
+            "stream_options": {"include_usage": True}}
+    s, start = Sample(), time.perf_counter()
+    last = start
+    try:
+        async with client.stream("POST", "/v1/completions", json=body) as r:
+            if r.status_code != 200:
+                s.error = f"HTTP {r.status_code}: {(await r.aread())[:200]!r}"
+                return s
+            async for line in r.aiter_lines():
+                if not line.startswith("data: {"):
+                    continue
+                data = json.loads(line[6:])
+                if data.get("usage"):
+                    s.num_output_tokens = data["usage"]["completion_tokens"]
+                    continue
+                now = time.perf_counter()
+                if s.ttft is None:
+                    s.ttft = now - start
+                else:
+                    s.gaps.append(now - last)
+                last = now
+    except Exception as exc:  # a failed request is counted, not fatal
+        s.error = f"{type(exc).__name__}: {exc}"
+        return s
+    s.latency = last - start
+    return s
+
+
+async def run_http_rate(url: str, prompts, rate: float, args, model: str) -> list[Sample]:
+    import httpx
+    headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
+    limits = httpx.Limits(max_connections=len(prompts) + 8, max_keepalive_connections=64)
+    async with httpx.AsyncClient(base_url=url, headers=headers, limits=limits,
+                                 timeout=httpx.Timeout(600.0)) as client:
+        return await _schedule(prompts, rate, args.dataset_seed,
+                               lambda p: http_request(client, p, args, model))
+
+
+# ---- in-process backend --------------------------------------------------------------
+async def inproc_request(async_engine, prompt, args, request_id: str) -> Sample:
+    from kubellm.runtime.core.sampling_params import SamplingParams
+    params = SamplingParams(max_tokens=args.output_len, ignore_eos=True, temperature=0.0)
+    s, start = Sample(), time.perf_counter()
+    last, num_tokens = start, 0
+    stream = await async_engine.add_request(request_id, prompt, params)
+    try:
+        async for out in stream:
+            now = time.perf_counter()
+            tokens = len(out.outputs[0].token_ids)
+            if tokens > num_tokens:
+                if s.ttft is None:
+                    s.ttft = now - start
+                else:
+                    s.gaps.append(now - last)
+                last, num_tokens = now, tokens
+    finally:
+        stream.close()
+    s.latency, s.num_output_tokens = last - start, num_tokens
+    return s
+
+
+# ---- shared --------------------------------------------------------------------------
+async def _schedule(prompts, rate, seed, send) -> list[Sample]:
+    start = time.perf_counter()
+
+    async def at(offset, prompt):
+        await asyncio.sleep(max(0.0, start + offset - time.perf_counter()))
+        return await send(prompt)
+    offsets = arrival_offsets(len(prompts), rate, seed)
+    return list(await asyncio.gather(*(at(o, p) for o, p in zip(offsets, prompts))))
+
+
+async def _warm_up(send, prompts) -> None:
+    await asyncio.gather(*(send(p) for p in prompts[:4]))
+
+
+def _stats_ms(values: list[float]) -> dict:
+    if not values:
+        return {}
+    xs = sorted(values)
+
+    def pct(q):
+        return round(1000 * xs[min(len(xs) - 1, int(q * len(xs)))], 3)
+    return {"mean": round(1000 * sum(xs) / len(xs), 3), "p50": pct(0.5), "p90": pct(0.9),
+            "p99": pct(0.99)}
+
+
+def summarize(samples: list[Sample], wall_s: float, rate: float) -> dict:
+    ok = [s for s in samples if s.error is None and s.ttft is not None]
+    tpot = [(s.latency - s.ttft) / (s.num_output_tokens - 1)
+            for s in ok if s.num_output_tokens > 1]
+    num_out = sum(s.num_output_tokens for s in ok)
+    return {"request_rate": "inf" if math.isinf(rate) else rate,
+            "num_requests": len(samples), "num_failed": len(samples) - len(ok),
+            "errors": sorted({s.error for s in samples if s.error})[:3],
+            "wall_s": round(wall_s, 3), "output_tokens": num_out,
+            "output_tok_s": round(num_out / wall_s, 1) if wall_s else None,
+            "ttft_ms": _stats_ms([s.ttft for s in ok]), "tpot_ms": _stats_ms(tpot),
+            "itl_ms": _stats_ms([g for s in ok for g in s.gaps]),
+            "e2e_ms": _stats_ms([s.latency for s in ok])}
+
+
+def _parse_rates(text: str) -> list[float]:
+    try:
+        rates = [float(r) for r in text.split(",") if r.strip()]
+    except ValueError:
+        raise SystemExit(f"kubellm: error: --request-rates: not numbers: {text!r}") from None
+    if not rates or any(r <= 0 for r in rates):
+        raise SystemExit("kubellm: error: --request-rates must be positive (or inf)")
+    return rates
+
+
+# ---- launching a server --------------------------------------------------------------
+class LaunchedServer:
+    def __init__(self, config, ready_timeout: float):
+        import yaml
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        fields = {k: v for k, v in dataclasses.asdict(config).items() if v is not None}
+        self.config_file = tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False)
+        yaml.safe_dump(fields, self.config_file)
+        self.config_file.close()
+        cmd = [sys.executable, "-m", "kubellm.runtime", "serve", "--config", self.config_file.name,
+               "--host", "127.0.0.1", "--port", str(self.port),
+               "--uvicorn-log-level", "warning"]
+        self.proc = subprocess.Popen(cmd)
+        self._wait_ready(ready_timeout)
+
+    def _wait_ready(self, timeout: float) -> None:
+        import httpx
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise SystemExit(f"kubellm: error: the server exited with {self.proc.returncode}")
+            try:
+                if httpx.get(self.url + "/ready", timeout=2).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.5)
+        self.stop()
+        raise SystemExit("kubellm: error: the server never became ready")
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        code = self.proc.wait(120)
+        os.unlink(self.config_file.name)
+        return code
+
+
+def _served_model(url: str, api_key: str | None) -> str:
+    import httpx
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    return httpx.get(url + "/v1/models", headers=headers, timeout=30).json()["data"][0]["id"]
+
+
+def run_serve_bench(args: argparse.Namespace) -> int:
+    rates = _parse_rates(args.request_rates)
+    if not args.url and not args.launch and not args.compare_in_process:
+        raise SystemExit("kubellm: error: give --url, --launch or --compare-in-process")
+    config = engine_config_from_args(args, model=args.model)
+    prompts = make_workload(args)
+    result = {"workload": {"num_prompts": args.num_prompts, "input_len": args.input_len,
+                           "output_len": args.output_len, "dataset_seed": args.dataset_seed},
+              "engine": {k: v for k, v in dataclasses.asdict(config).items()
+                         if v is not None}, "http": [], "in_process": []}
+    server = LaunchedServer(config, args.ready_timeout) if args.launch else None
+    try:
+        url = args.url or (server.url if server else None)
+        if url:
+            model = _served_model(url, args.api_key)
+            asyncio.run(_warm_up_http(url, prompts, args, model))
+            for rate in rates:
+                start = time.perf_counter()
+                samples = asyncio.run(run_http_rate(url, prompts, rate, args, model))
+                result["http"].append(summarize(samples, time.perf_counter() - start, rate))
+                _print_row("http", result["http"][-1])
+    finally:
+        if server is not None:
+            result["server_exit_code"] = server.stop()
+    if args.compare_in_process:
+        timed = asyncio.run(_timed_inproc(config, prompts, rates, args))
+        for rate, (samples, wall) in timed.items():
+            result["in_process"].append(summarize(samples, wall, rate))
+            _print_row("in-process", result["in_process"][-1])
+    result["http_overhead"] = http_overhead(result["http"], result["in_process"])
+    for row in result["http_overhead"]:
+        print(f"http overhead at rate {row['request_rate']}: TPOT p50 "
+              f"{row['tpot_p50_ms']:+.3f} ms/token, TTFT p50 {row['ttft_p50_ms']:+.3f} ms")
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "serve_bench.json"), "w") as fh:
+            json.dump(result, fh, indent=2)
+    print(json.dumps({"http": result["http"], "in_process": result["in_process"],
+                      "http_overhead": result["http_overhead"]}))
+    return 0
+
+
+async def _warm_up_http(url, prompts, args, model) -> None:
+    await run_http_rate(url, prompts[:4], math.inf, args, model)
+
+
+async def _timed_inproc(config, prompts, rates, args) -> dict:
+    """run_inproc_rates, with the wall time of each rate measured around its schedule."""
+    from kubellm.runtime.engine.llm_engine import LLMEngine
+    from kubellm.runtime.server.async_engine import AsyncLLMEngine
+
+    engine = LLMEngine.from_config(config)
+    async_engine = AsyncLLMEngine(engine)
+    async_engine.start()
+    ids = iter(range(10**9))
+
+    def send(p):
+        return inproc_request(async_engine, p, args, f"b{next(ids)}")
+    try:
+        await _warm_up(send, prompts)
+        out = {}
+        for rate in rates:
+            start = time.perf_counter()
+            samples = await _schedule(prompts, rate, args.dataset_seed, send)
+            out[rate] = (samples, time.perf_counter() - start)
+        return out
+    finally:
+        async_engine.stop()
+
+
+def http_overhead(http_rows: list[dict], inproc_rows: list[dict]) -> list[dict]:
+    """Per rate: HTTP minus in-process latency (ms), the cost of the HTTP layer."""
+    by_rate = {row["request_rate"]: row for row in inproc_rows}
+    out = []
+    for row in http_rows:
+        base = by_rate.get(row["request_rate"])
+        if not base or not row["tpot_ms"] or not base["tpot_ms"]:
+            continue
+        out.append({"request_rate": row["request_rate"],
+                    "tpot_p50_ms": round(row["tpot_ms"]["p50"] - base["tpot_ms"]["p50"], 3),
+                    "tpot_mean_ms": round(row["tpot_ms"]["mean"] - base["tpot_ms"]["mean"], 3),
+                    "itl_p50_ms": round(row["itl_ms"]["p50"] - base["itl_ms"]["p50"], 3),
+                    "ttft_p50_ms": round(row["ttft_ms"]["p50"] - base["ttft_ms"]["p50"], 3),
+                    "output_tok_s_ratio": round(row["output_tok_s"] / base["output_tok_s"], 3)})
+    return out
+
+
+def _print_row(backend: str, row: dict) -> None:
+    print(f"[{backend}] rate {row['request_rate']}: {row['output_tok_s']} output tok/s, "
+          f"TTFT p50/p99 {row['ttft_ms'].get('p50')}/{row['ttft_ms'].get('p99')} ms, "
+          f"TPOT p50/p99 {row['tpot_ms'].get('p50')}/{row['tpot_ms'].get('p99')} ms, "
+          f"ITL p50/p99 {row['itl_ms'].get('p50')}/{row['itl_ms'].get('p99')} ms, "
+          f"failed {row['num_failed']}", flush=True)

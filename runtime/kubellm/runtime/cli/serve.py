@@ -1,0 +1,60 @@
+"""``kubellm serve [MODEL]``: load one model and serve the OpenAI-compatible HTTP API.
+
+Every EngineConfig field and every ServerConfig field is a flag, a KUBELLM_* variable
+and a key of the ``--config`` YAML file (one file may hold both kinds).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import sys
+
+from kubellm.runtime.config import EngineConfig
+from kubellm.runtime.config_sources import ConfigError, add_cli_args, resolve
+from kubellm.runtime.cli.engine_args import add_engine_args, engine_config_from_args
+from kubellm.runtime.server.config import ServerConfig
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "serve", help="serve a model over an OpenAI-compatible HTTP API",
+        description="Load one model and serve the OpenAI-compatible HTTP API.")
+    parser.add_argument("model", nargs="?", default=argparse.SUPPRESS,
+                        help="model directory or Hugging Face id (default: the embedded "
+                             "SmolLM2-135M-Instruct)")
+    add_engine_args(parser)
+    add_cli_args(parser.add_argument_group("server"), ServerConfig)
+    parser.set_defaults(func=run)
+
+
+def resolve_configs(args: argparse.Namespace) -> tuple[EngineConfig, ServerConfig]:
+    """Both configs from one set of sources; exit(2) naming a bad field."""
+    server_fields = {f.name for f in dataclasses.fields(ServerConfig)}
+    engine_fields = {f.name for f in dataclasses.fields(EngineConfig)}
+    engine = engine_config_from_args(args, yaml_extra_fields=frozenset(server_fields))
+    try:
+        server = resolve(ServerConfig,
+                         cli={k: v for k, v in vars(args).items() if k in server_fields},
+                         config_file=args.config, yaml_extra_fields=frozenset(engine_fields))
+    except ConfigError as exc:
+        print(f"kubellm: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    return engine, server
+
+
+def run(args: argparse.Namespace) -> int:
+    engine_config, server_config = resolve_configs(args)
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from kubellm.runtime.engine.llm_engine import LLMEngine
+    from kubellm.runtime.server.app import build_app
+    from kubellm.runtime.server.lifecycle import serve
+
+    try:
+        engine = LLMEngine.from_config(engine_config)
+    except ConfigError as exc:
+        print(f"kubellm: error: {exc}", file=sys.stderr)
+        return 2
+    serve(build_app(engine, server_config), server_config)
+    return 0

@@ -1,0 +1,106 @@
+"""EngineConfig: every engine knob in one validated dataclass (see config_sources.py for
+how defaults, YAML, KUBELLM_* env and CLI flags combine)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kubellm.runtime.config_sources import ConfigError
+
+DTYPES = ("auto", "float32", "float16", "bfloat16")
+DEVICES = ("auto", "cpu", "cuda")
+POLICIES = ("fcfs", "priority", "timeslice")
+ATTENTION_BACKENDS = ("auto", "torch", "triton")
+LOAD_FORMATS = ("auto", "dummy")
+
+
+def _knob(default, help, choices=None):
+    return field(default=default, metadata={"help": help, "choices": choices})
+
+
+@dataclass
+class EngineConfig:
+    model: str | None = _knob(None, "model directory or Hugging Face id; none = the embedded "
+                                    "SmolLM2-135M-Instruct")
+    tokenizer: str | None = _knob(None, "tokenizer directory (default: the model's)")
+    load_format: str = _knob("auto", "auto = the checkpoint's safetensors; dummy = random "
+                                     "weights from config.json alone (benchmarks)", LOAD_FORMATS)
+    skip_tokenizer_init: bool = _knob(False, "no tokenizer: prompts are token ids and "
+                                             "outputs carry no text")
+    dtype: str = _knob("auto", "weights and activations dtype; auto = bfloat16 on CUDA, "
+                               "float32 on CPU", DTYPES)
+    device: str = _knob("auto", "where to run; auto = cuda when available", DEVICES)
+    tensor_parallel_size: int = _knob(1, "processes that split every layer")
+    pipeline_parallel_size: int = _knob(1, "processes that each hold a slice of the layers")
+    pp_layer_partition: str | None = _knob(None, "layers per pipeline stage, e.g. 10,12,10; "
+                                                 "none = an even split")
+    block_size: int = _knob(16, "tokens per KV-cache block")
+    gpu_memory_utilization: float = _knob(0.9, "fraction of GPU memory the engine may use")
+    cpu_kv_cache_gb: float = _knob(1.0, "KV-cache size on CPU, in GiB")
+    num_kv_blocks: int | None = _knob(None, "override the computed KV-cache pool size")
+    max_num_batched_tokens: int = _knob(2048, "token budget of one engine step")
+    max_num_seqs: int = _knob(256, "most requests running at once")
+    max_model_len: int | None = _knob(None, "longest prompt + output; default: the model's")
+    enable_prefix_caching: bool = _knob(True, "reuse KV blocks of shared prompt prefixes")
+    scheduling_policy: str = _knob("fcfs", "fcfs | priority | timeslice", POLICIES)
+    timeslice_steps: int = _knob(32, "timeslice policy: steps a request runs before it "
+                                     "yields its slot to a waiting one")
+    attention_backend: str = _knob("auto", "auto = triton on CUDA, torch on CPU",
+                                   ATTENTION_BACKENDS)
+    enforce_eager: bool = _knob(False, "disable CUDA graphs")
+    async_scheduling: bool = _knob(True, "plan and launch the next step while the device "
+                                         "runs the current one (single-process engines)")
+    seed: int = _knob(0, "global seed for requests without their own")
+
+    def __post_init__(self):
+        _choice("dtype", self.dtype, DTYPES)
+        _choice("device", self.device, DEVICES)
+        _choice("scheduling_policy", self.scheduling_policy, POLICIES)
+        _choice("attention_backend", self.attention_backend, ATTENTION_BACKENDS)
+        _choice("load_format", self.load_format, LOAD_FORMATS)
+        for name in ("tensor_parallel_size", "pipeline_parallel_size", "block_size",
+                     "max_num_batched_tokens", "max_num_seqs", "timeslice_steps"):
+            _positive_int(name, getattr(self, name))
+        if self.block_size & (self.block_size - 1):
+            raise ConfigError("block_size", f"must be a power of two, got {self.block_size}")
+        for name in ("num_kv_blocks", "max_model_len"):
+            if getattr(self, name) is not None:
+                _positive_int(name, getattr(self, name))
+        if self.pp_layer_partition is not None:
+            parse_partition(self.pp_layer_partition, self.pipeline_parallel_size)
+        if not 0.0 < self.gpu_memory_utilization <= 1.0:
+            raise ConfigError("gpu_memory_utilization",
+                              f"must be in (0, 1], got {self.gpu_memory_utilization}")
+        if not self.cpu_kv_cache_gb > 0:
+            raise ConfigError("cpu_kv_cache_gb", f"must be > 0, got {self.cpu_kv_cache_gb}")
+        if self.num_kv_blocks is not None and self.num_kv_blocks < 2:
+            raise ConfigError("num_kv_blocks", "must be at least 2")
+
+    @classmethod
+    def from_sources(cls, cli=None, config_file=None, env=None, **kwargs) -> "EngineConfig":
+        from kubellm.runtime.config_sources import resolve
+        return resolve(cls, cli=cli, config_file=config_file, env=env, **kwargs)
+
+
+def _choice(name, value, choices):
+    if value not in choices:
+        raise ConfigError(name, f"must be one of {', '.join(choices)}; got {value!r}")
+
+
+def _positive_int(name, value):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(name, f"must be a positive integer, got {value!r}")
+
+
+def parse_partition(text: str, pp_size: int) -> list[int]:
+    """Layer counts of "10,12,10": one positive count per pipeline stage."""
+    def bad(why: str) -> ConfigError:
+        return ConfigError("pp_layer_partition", f"{text!r}: {why}")
+    try:
+        sizes = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise bad("expected comma-separated layer counts, one per stage") from None
+    if len(sizes) != pp_size:
+        raise bad(f"{len(sizes)} counts for pipeline_parallel_size={pp_size}")
+    if min(sizes) < 1:
+        raise bad("every stage needs at least one layer")
+    return sizes

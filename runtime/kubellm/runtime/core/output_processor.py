@@ -1,0 +1,106 @@
+"""Post-processing: sampled tokens in, RequestOutputs out. Appended tokens are checked
+for stop conditions (EOS, stop token ids, stop strings through the incremental
+detokenizer, max_tokens, max_model_len), finished sequences go back to the scheduler,
+and a user request's n sequences are reported together as one RequestOutput."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from kubellm.runtime.core.outputs import CompletionOutput, PrefixView, RequestOutput
+from kubellm.runtime.core.request import Request
+
+
+@dataclass(eq=False)
+class Group:
+    """A user request: its prompt and its n sequences."""
+    request_id: str
+    prompt: str | None
+    prompt_token_ids: list[int]
+    sequences: list[Request]
+    texts: list[str]
+    arrival_time: float
+
+
+def _snapshot(items: list, finished: bool):
+    """A finished sequence's list as is (nothing appends to it any more); a running
+    one's as a view of its current length (no per-step copy)."""
+    return items if finished else PrefixView(items, len(items))
+
+
+class OutputProcessor:
+    def __init__(self, scheduler, eos_token_ids: set[int], max_model_len: int):
+        self.scheduler = scheduler
+        self.eos_token_ids = eos_token_ids
+        self.max_model_len = max_model_len
+        self.groups: dict[str, Group] = {}      # user requests not yet reported finished
+        self.generation_tokens_total = 0
+
+    def process(self, progressed: list[Request], logprobs: dict) -> list[RequestOutput]:
+        now = time.monotonic()
+        touched: dict[str, Group] = {}
+        for seq in progressed:
+            self.generation_tokens_total += 1
+            if seq.first_token_time is None:
+                seq.first_token_time = now
+            if seq.logprobs is not None:
+                seq.logprobs.append(logprobs.get(seq.request_id) or {})
+            group = seq.group
+            if self.groups.get(group.request_id) is not group:
+                continue  # aborted
+            self._advance_text(seq, group, seq.index)
+            if seq.is_finished or seq.params.output_kind == "cumulative":
+                touched[group.request_id] = group
+        return [self._make_output(g) for g in touched.values()
+                if g.sequences[0].params.output_kind == "cumulative"
+                or all(s.is_finished for s in g.sequences)]
+
+    def _advance_text(self, seq: Request, group: Group, index: int) -> None:
+        token = seq.output_token_ids[-1]
+        params = seq.params
+        reason, stop = None, None
+        min_reached = seq.num_output_tokens >= params.min_tokens
+        if token in self.eos_token_ids and not params.ignore_eos and min_reached:
+            reason = "stop"
+        elif token in params.stop_token_ids and min_reached:
+            reason, stop = "stop", token
+        else:
+            detok = seq.detokenizer
+            if detok is not None:
+                group.texts[index] += detok.append(token)
+            if detok is not None and detok.is_stopped:
+                reason, stop = "stop", detok.stop_reason
+                group.texts[index] = detok.output_text
+            elif (seq.num_output_tokens >= seq.max_tokens
+                  or seq.num_tokens >= self.max_model_len):
+                reason = "length"
+        if reason is not None:
+            if seq.detokenizer is not None and not isinstance(stop, str):
+                group.texts[index] += seq.detokenizer.flush()
+            self.scheduler.finish_request(seq, reason, stop)
+
+    def _make_output(self, group: Group) -> RequestOutput:
+        completions = [
+            CompletionOutput(index=i, text=group.texts[i],
+                             token_ids=_snapshot(seq.output_token_ids, seq.is_finished),
+                             finish_reason=seq.finish_reason, stop_reason=seq.stop_reason,
+                             logprobs=None if seq.logprobs is None
+                             else _snapshot(seq.logprobs, seq.is_finished))
+            for i, seq in enumerate(group.sequences)]
+        finished = all(seq.is_finished for seq in group.sequences)
+        if finished:
+            self.groups.pop(group.request_id, None)
+        seqs = group.sequences
+        if len(seqs) == 1:
+            first, scheduled = seqs[0].first_token_time, seqs[0].first_scheduled_time
+        else:
+            first = min((s.first_token_time for s in seqs if s.first_token_time), default=None)
+            scheduled = min((s.first_scheduled_time for s in seqs if s.first_scheduled_time),
+                            default=None)
+        return RequestOutput(
+            request_id=group.request_id, prompt=group.prompt,
+            prompt_token_ids=group.prompt_token_ids, outputs=completions, finished=finished,
+            num_cached_tokens=group.sequences[0].num_cached_tokens,
+            metrics={"arrival_time": group.arrival_time, "first_scheduled_time": scheduled,
+                     "first_token_time": first,
+                     "num_preemptions": sum(s.num_preemptions for s in group.sequences)})

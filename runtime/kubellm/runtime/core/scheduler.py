@@ -1,0 +1,264 @@
+"""Continuous-batching scheduler: token counts and block ids, never tensors.
+
+Each step spends one token budget (``max_num_batched_tokens``): running requests first
+(decodes before unfinished chunked prefills), then waiting requests in policy order,
+their prompts chunked to fit. When the KV pool runs dry, a running request is preempted
+by recompute (its blocks freed; it re-enters the waiting queue and later re-prefills its
+prompt plus what it already generated, so it finishes with the same tokens).
+
+Policies
+- ``fcfs``: arrival order; the newest running request is preempted first.
+- ``priority``: higher ``priority`` admitted first and preempted last (ties: arrival);
+  a waiting request may preempt running ones of strictly lower priority.
+- ``timeslice``: fcfs, but a request that has run ``timeslice_steps`` steps while others
+  wait yields its slot and goes to the back of the queue (its full blocks stay in the
+  prefix cache, so resuming is cheap).
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from kubellm.runtime.core.kv_cache import KVCacheManager
+from kubellm.runtime.core.request import Request, Status
+
+
+@dataclass(slots=True)
+class ScheduledRequest:
+    request: Request
+    num_new_tokens: int
+    start: int                 # index of the first token computed this step
+    samples: bool = False      # the chunk reaches the last known token: sample after it
+
+    def __post_init__(self):
+        self.samples = self.start + self.num_new_tokens == self.request.num_scheduled_tokens
+
+
+@dataclass
+class SchedulerOutput:
+    scheduled: list[ScheduledRequest] = field(default_factory=list)
+    preempted: list[Request] = field(default_factory=list)
+
+    @property
+    def num_batched_tokens(self) -> int:
+        return sum(s.num_new_tokens for s in self.scheduled)
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.scheduled
+
+
+class Scheduler:
+    def __init__(self, kv: KVCacheManager, max_num_batched_tokens: int, max_num_seqs: int,
+                 policy: str = "fcfs", timeslice_steps: int = 32):
+        self.kv = kv
+        self.max_num_batched_tokens = max_num_batched_tokens
+        self.max_num_seqs = max_num_seqs
+        self.policy = policy
+        self.timeslice_steps = timeslice_steps
+        self.waiting: list[Request] = []
+        self.running: list[Request] = []
+        self.num_preemptions = 0
+        self.num_timeslice_yields = 0
+        self._requests: dict[str, Request] = {}
+
+    # ---- queue management ----------------------------------------------------------
+    def add_request(self, request: Request) -> None:
+        request.status = Status.WAITING
+        self.waiting.append(request)
+        self._requests[request.request_id] = request
+
+    def get(self, request_id: str) -> Request | None:
+        return self._requests.get(request_id)
+
+    def finish_request(self, request: Request, reason: str, stop_reason=None) -> None:
+        """Take a request out of the queues and give its blocks back (done or aborted)."""
+        if request.is_finished:
+            return
+        if request in self.running:
+            self.running.remove(request)
+        elif request in self.waiting:
+            self.waiting.remove(request)
+        self.kv.free(request.request_id)
+        request.status = Status.FINISHED
+        request.finish_reason = reason
+        request.stop_reason = stop_reason
+        self._requests.pop(request.request_id, None)
+
+    def has_unfinished(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    # ---- one step ------------------------------------------------------------------
+    def schedule(self) -> SchedulerOutput:
+        out = SchedulerOutput()
+        budget = self.max_num_batched_tokens
+        if self.policy == "timeslice" and self.waiting:
+            self._yield_expired_slices(out)
+        scheduled_ids: set[str] = set()
+        for request in self._running_order():
+            if budget == 0:
+                break
+            if request.status is not Status.RUNNING:
+                continue  # preempted earlier in this loop
+            if request.num_pending_tokens and \
+                    request.num_output_tokens + request.num_pending_tokens >= request.max_tokens:
+                continue  # its late token is its last: it finishes when that lands
+            num_new = min(request.num_scheduled_tokens - request.num_computed_tokens, budget)
+            if not self._allocate_or_preempt(request, num_new, out, scheduled_ids):
+                continue
+            out.scheduled.append(ScheduledRequest(request, num_new,
+                                                  request.num_computed_tokens))
+            scheduled_ids.add(request.request_id)
+            budget -= num_new
+        if not out.preempted:
+            budget = self._admit_waiting(out, budget, scheduled_ids)
+        return out
+
+    def update(self, out: SchedulerOutput, sampled: dict[str, int]) -> list[Request]:
+        """Both halves at once, for an engine that waits for every step."""
+        self.on_launch(out)
+        return self.on_result(out, sampled)
+
+    def on_launch(self, out: SchedulerOutput) -> None:
+        """The step is queued on the device: count its tokens as computed and its samples
+        as pending, so that the next step can be planned before they come back."""
+        for s in out.scheduled:
+            request = s.request
+            request.num_computed_tokens = s.start + s.num_new_tokens
+            request.steps_in_slice += 1
+            if s.samples:
+                request.num_pending_tokens += 1
+
+    def on_result(self, out: SchedulerOutput, sampled: dict[str, int]) -> list[Request]:
+        """The step's samples are on the host: append them. Returns the requests that
+        received a token (the engine checks them for stop conditions). A request that
+        finished meanwhile (stopped by the step before, or aborted) drops its token."""
+        progressed = []
+        for s in out.scheduled:
+            request = s.request
+            token = sampled.get(request.request_id)
+            if token is None or request.status is Status.FINISHED:
+                continue
+            request.num_pending_tokens -= 1
+            request.append_token(token)
+            progressed.append(request)
+        return progressed
+
+    # ---- helpers -------------------------------------------------------------------
+    def _running_order(self) -> list[Request]:
+        # decodes before partial prefills; within each, the policy's order
+        if self.policy == "priority":
+            key = lambda r: (r.num_scheduled_tokens - r.num_computed_tokens > 1,  # noqa: E731
+                             -r.priority, r.arrival_time)
+        else:
+            key = lambda r: (r.num_scheduled_tokens - r.num_computed_tokens > 1,  # noqa: E731
+                             r.arrival_time)
+        return sorted(self.running, key=key)
+
+    def _rank(self, request: Request):
+        """Sort key: smaller runs (and is admitted) earlier and is preempted later."""
+        if self.policy == "priority":
+            return (-request.priority, request.arrival_time)
+        return (request.arrival_time,)
+
+    def _allocate_or_preempt(self, request, num_new, out, scheduled_ids) -> bool:
+        while True:
+            if self.kv.allocate(request.request_id, request.all_token_ids,
+                                request.num_computed_tokens + num_new) is not None:
+                return True
+            victim = self._pick_victim(exclude=scheduled_ids)
+            self._preempt(victim, out)
+            if victim is request:
+                return False
+
+    def _pick_victim(self, exclude: Iterable[str] = ()) -> Request:
+        # never a request already placed in this step's batch; ``request`` itself is
+        # always a candidate, so this cannot come up empty
+        candidates = [r for r in self.running if r.request_id not in exclude]
+        return max(candidates, key=self._rank)
+
+    def _preempt(self, request: Request, out: SchedulerOutput) -> None:
+        self.running.remove(request)
+        self.kv.free(request.request_id)
+        request.status = Status.PREEMPTED
+        request.num_computed_tokens = 0
+        request.num_preemptions += 1
+        request.steps_in_slice = 0
+        self.num_preemptions += 1
+        self.waiting.insert(0, request)   # first back in (fcfs); rank decides otherwise
+        out.preempted.append(request)
+
+    def _yield_expired_slices(self, out: SchedulerOutput) -> None:
+        expired = [r for r in self.running if r.steps_in_slice >= self.timeslice_steps]
+        for request in expired[:len(self.waiting)]:
+            self.running.remove(request)
+            self.kv.free(request.request_id)
+            request.status = Status.WAITING
+            request.num_computed_tokens = 0
+            request.steps_in_slice = 0
+            self.num_timeslice_yields += 1
+            self.waiting.append(request)  # to the back of the queue
+
+    def _next_waiting(self) -> Request | None:
+        # a request preempted while its last token was in flight waits for that token:
+        # its prompt for the re-prefill is not complete on the host yet
+        ready = (r for r in self.waiting if not r.num_pending_tokens)
+        if self.policy == "priority":
+            return min(ready, key=self._rank, default=None)
+        return next(ready, None)
+
+    def _admit_waiting(self, out: SchedulerOutput, budget: int, scheduled_ids: set[str]) -> int:
+        while budget > 0:
+            request = self._next_waiting()
+            if request is None:
+                break
+            if len(self.running) >= self.max_num_seqs:
+                freed = self._preempt_for(request, out, scheduled_ids)
+                if freed is None:
+                    break
+                budget += freed
+                continue
+            cached = []
+            if request.num_computed_tokens == 0:
+                cached = self.kv.find_cached_prefix(request.request_id, request.all_token_ids)
+            num_computed = len(cached) * self.kv.block_size
+            num_new = min(request.num_tokens - num_computed, budget)
+            if self.kv.allocate(request.request_id, request.all_token_ids,
+                                num_computed + num_new, cached) is None:
+                freed = self._preempt_for(request, out, scheduled_ids)
+                if freed is None:
+                    break
+                budget += freed
+                continue
+            self.waiting.remove(request)
+            if request.first_scheduled_time is None:
+                request.first_scheduled_time = time.monotonic()
+            request.status = Status.RUNNING
+            request.num_computed_tokens = num_computed
+            if request.num_preemptions == 0 and request.num_output_tokens == 0:
+                request.num_cached_tokens = num_computed
+            self.running.append(request)
+            out.scheduled.append(ScheduledRequest(request, num_new, num_computed))
+            scheduled_ids.add(request.request_id)
+            budget -= num_new
+        return budget
+
+    def _preempt_for(self, request, out, scheduled_ids) -> int | None:
+        """Priority policy: make room for ``request`` by preempting the lowest-ranked
+        running request of strictly lower priority, taking it out of this step's batch
+        if it was in it. Returns the tokens of budget that gives back, None if no victim."""
+        if self.policy != "priority":
+            return None
+        candidates = [r for r in self.running if r.priority < request.priority]
+        if not candidates:
+            return None
+        victim = max(candidates, key=self._rank)
+        freed = 0
+        if victim.request_id in scheduled_ids:
+            entry = next(s for s in out.scheduled if s.request is victim)
+            out.scheduled.remove(entry)
+            scheduled_ids.discard(victim.request_id)
+            freed = entry.num_new_tokens
+        self._preempt(victim, out)
+        return freed

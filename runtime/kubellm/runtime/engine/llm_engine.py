@@ -1,0 +1,241 @@
+"""LLMEngine: requests in, RequestOutputs out, one ``step()`` at a time.
+
+A step is three calls: the scheduler picks tokens to compute, the model runner computes
+them and samples, post-processing (output_processor.py) appends tokens, detokenizes and
+checks stop conditions. With async scheduling (the default) the engine runs one step
+ahead: it launches step N+1 before it post-processes step N. A request with ``n > 1``
+runs as n sequences (ids ``<id>#<i>``) and is reported as one RequestOutput.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from kubellm.runtime.config import EngineConfig
+from kubellm.runtime.core.output_processor import Group, OutputProcessor
+from kubellm.runtime.core.outputs import RequestOutput
+from kubellm.runtime.core.request import Request
+from kubellm.runtime.core.sampling_params import ParameterError, SamplingParams
+from kubellm.runtime.core.scheduler import Scheduler, SchedulerOutput
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class TokenizedPrompt:
+    """A text prompt with its token ids, for a caller that tokenized it already (the
+    server does, to check lengths before admitting): the engine keeps the text for the
+    outputs and does not encode it again on its own thread."""
+    text: str
+    token_ids: list[int]
+
+
+class PromptTooLongError(ValueError):
+    """The prompt (plus room for one token) does not fit ``max_model_len``."""
+
+
+@dataclass
+class EngineStats:
+    num_waiting: int
+    num_running: int
+    kv_cache_usage: float
+    num_free_blocks: int
+    num_total_blocks: int
+    num_preemptions_total: int
+    prompt_tokens_total: int
+    generation_tokens_total: int
+    prefix_cache_queries_total: int
+    prefix_cache_hits_total: int
+
+
+class LLMEngine:
+    def __init__(self, config: EngineConfig, tokenizer, executor, kv, scheduler: Scheduler,
+                 eos_token_ids: set[int], model_name: str, model_dir: str):
+        self.config = config
+        self.model_dir = model_dir
+        self.tokenizer = tokenizer
+        self.executor = executor
+        self.kv = kv
+        self.scheduler = scheduler
+        self.eos_token_ids = eos_token_ids
+        self.model_name = model_name
+        self.output = OutputProcessor(scheduler, eos_token_ids, config.max_model_len)
+        self.prompt_tokens_total = 0
+        # host-side time per phase, summed over steps (the GPU benchmark reports them);
+        # wait_s is time spent blocked on the device, not host work
+        self.timings = {"schedule_s": 0.0, "execute_s": 0.0, "postprocess_s": 0.0,
+                        "wait_s": 0.0, "steps": 0}
+        # async scheduling: the step launched last, its samples not yet on the host
+        self.run_ahead = config.async_scheduling and hasattr(executor, "launch")
+        self._in_flight: tuple[SchedulerOutput, object] | None = None
+
+    @classmethod
+    def from_config(cls, config: EngineConfig) -> "LLMEngine":
+        from kubellm.runtime.engine.builder import build_engine
+        return build_engine(cls, config)
+
+    # ---- requests ------------------------------------------------------------------
+    def add_request(self, request_id: str, prompt: str | list[int] | TokenizedPrompt,
+                    params: SamplingParams, priority: int = 0) -> None:
+        if request_id in self.output.groups:
+            raise ValueError(f"request id {request_id!r} is already in use")
+        if isinstance(prompt, TokenizedPrompt):
+            text, token_ids = prompt.text, [int(t) for t in prompt.token_ids]
+        elif isinstance(prompt, str):
+            if self.tokenizer is None:
+                raise ValueError("this engine has no tokenizer (skip_tokenizer_init): "
+                                 "give the prompt as token ids")
+            text, token_ids = prompt, self.tokenizer.encode(prompt)
+        else:
+            text, token_ids = None, [int(t) for t in prompt]
+        self._check_prompt(token_ids, params)
+        max_len = self.config.max_model_len
+        max_tokens = min(params.max_tokens or max_len, max_len - len(token_ids))
+        now = time.monotonic()
+        sequences = []
+        for i in range(params.n):
+            seq = Request(f"{request_id}#{i}", token_ids, params, priority, now,
+                          max_tokens=max_tokens, index=i)
+            seq.sampling_state = self._make_sampling_state(seq, i)
+            if params.detokenize and self.tokenizer is not None:
+                seq.detokenizer = self._make_detokenizer(token_ids, params)
+            seq.logprobs = [] if params.logprobs is not None else None
+            sequences.append(seq)
+        group = Group(request_id, text, token_ids, sequences, [""] * params.n, now)
+        for seq in sequences:
+            seq.group = group
+        self.output.groups[request_id] = group
+        for seq in sequences:
+            self.scheduler.add_request(seq)
+        self.prompt_tokens_total += len(token_ids) * params.n
+
+    def abort_request(self, request_id: str) -> None:
+        group = self.output.groups.pop(request_id, None)
+        if group is None:
+            return
+        for seq in group.sequences:
+            self.scheduler.finish_request(seq, "abort")
+
+    @property
+    def vocab_size(self) -> int:
+        return self.executor.vocab_size
+
+    def has_unfinished_requests(self) -> bool:
+        return bool(self.output.groups)
+
+    def set_async_scheduling(self, enabled: bool) -> list[RequestOutput]:
+        """Switch run-ahead on or off between steps (benchmarks compare both on one
+        engine). Lands a step still in flight first; returns its outputs."""
+        outputs = self._land(self._in_flight) if self._in_flight is not None else []
+        self._in_flight = None
+        self.run_ahead = enabled and hasattr(self.executor, "launch")
+        return outputs
+
+    # ---- one step ------------------------------------------------------------------
+    def step(self) -> list[RequestOutput]:
+        if self.run_ahead:
+            return self._step_ahead()
+        t0 = time.perf_counter()
+        out = self.scheduler.schedule()
+        if out.is_empty:
+            return []
+        tables = [self.kv.block_table(s.request.request_id) for s in out.scheduled]
+        t1 = time.perf_counter()
+        sampled, logprobs = self.executor.execute(out, tables)
+        t2 = time.perf_counter()
+        progressed = self.scheduler.update(out, sampled)
+        outputs = self.output.process(progressed, logprobs)
+        t = self.timings
+        t["schedule_s"] += t1 - t0
+        t["execute_s"] += t2 - t1
+        t["postprocess_s"] += time.perf_counter() - t2
+        t["steps"] += 1
+        return outputs
+
+    def _step_ahead(self) -> list[RequestOutput]:
+        """Async scheduling: plan and launch step N+1 while step N still runs on the
+        device, then take in step N's samples. The device never waits for the host's
+        scheduling, input preparation or post-processing, only for the step before.
+
+        Step N+1 is planned with step N's samples as placeholders (each sampling request
+        one token longer); their ids reach step N+1's inputs on the device. A request
+        that step N stops has computed one token too many in step N+1, which is dropped.
+        Blocks freed here may be handed out to step N+2 at once: the device runs steps
+        in order, so step N+1 is done with them before step N+2 writes them."""
+        t = self.timings
+        t0 = time.perf_counter()
+        outputs: list[RequestOutput] = []
+        out = self.scheduler.schedule()
+        t1 = time.perf_counter()
+        in_flight, self._in_flight = self._in_flight, None
+        if in_flight is not None and self._needs_landed_tokens(out):
+            outputs = self._land(in_flight)
+            in_flight = None
+            out.scheduled = [s for s in out.scheduled if not s.request.is_finished]
+        t2 = time.perf_counter()
+        if not out.is_empty:
+            tables = [self.kv.block_table(s.request.request_id) for s in out.scheduled]
+            handle = self.executor.launch(out, tables, in_flight[1] if in_flight else None)
+            self.scheduler.on_launch(out)
+            self._in_flight = (out, handle)
+            t["steps"] += 1
+        t3 = time.perf_counter()
+        if in_flight is not None:
+            outputs = self._land(in_flight)
+        t["schedule_s"] += t1 - t0
+        t["execute_s"] += t3 - t2
+        t["postprocess_s"] += (t2 - t1) + (time.perf_counter() - t3)
+        return outputs
+
+    def _land(self, in_flight) -> list[RequestOutput]:
+        """Wait for a launched step's samples and post-process them."""
+        out, handle = in_flight
+        t0 = time.perf_counter()
+        sampled, logprobs = handle.result()
+        waited = time.perf_counter() - t0
+        self.timings["wait_s"] += waited
+        self.timings["postprocess_s"] -= waited   # the caller counts the whole landing
+        return self.output.process(self.scheduler.on_result(out, sampled), logprobs)
+
+    @staticmethod
+    def _needs_landed_tokens(out: SchedulerOutput) -> bool:
+        """Penalties and min_tokens read a request's output tokens on the host: such a
+        request cannot be sampled while its previous token is still in flight."""
+        return any(s.samples and s.request.num_pending_tokens
+                   and s.request.params.reads_output_tokens for s in out.scheduled)
+
+    # ---- helpers -------------------------------------------------------------------
+    def _check_prompt(self, token_ids: list[int], params: SamplingParams) -> None:
+        if not token_ids:
+            raise ParameterError("prompt", "must not be empty")
+        max_len = self.config.max_model_len
+        if len(token_ids) + 1 > max_len:
+            raise PromptTooLongError(
+                f"the prompt has {len(token_ids)} tokens; max_model_len is {max_len}, which "
+                "leaves no room to generate")
+        vocab = self.vocab_size
+        if min(token_ids) < 0 or max(token_ids) >= vocab:
+            raise ValueError(f"prompt token ids must lie in [0, {vocab})")
+
+    def _make_sampling_state(self, seq: Request, index: int):
+        from kubellm.runtime.worker.sampler import SamplingState
+        state = SamplingState.create(seq.params, seq.prompt_token_ids, index,
+                                     self.executor.device)
+        state.output_token_ids = seq.output_token_ids  # shared: the sampler sees new tokens
+        return state
+
+    def _make_detokenizer(self, token_ids, params):
+        from kubellm.runtime.core.detokenizer import IncrementalDetokenizer
+        return IncrementalDetokenizer(self.tokenizer, token_ids, params)
+
+    def get_stats(self) -> EngineStats:
+        return EngineStats(
+            num_waiting=len(self.scheduler.waiting), num_running=len(self.scheduler.running),
+            kv_cache_usage=self.kv.usage, num_free_blocks=self.kv.num_free_blocks,
+            num_total_blocks=self.kv.num_blocks,
+            num_preemptions_total=self.scheduler.num_preemptions,
+            prompt_tokens_total=self.prompt_tokens_total,
+            generation_tokens_total=self.output.generation_tokens_total,
+            prefix_cache_queries_total=self.kv.prefix_queries,
+            prefix_cache_hits_total=self.kv.prefix_hits)

@@ -1,0 +1,68 @@
+"""Server-sent events for streamed completions: one ``data: {json}`` event per chunk,
+``data: [DONE]`` at the end, and an OpenAI-shaped error event if the engine fails."""
+from __future__ import annotations
+
+import json
+from typing import AsyncIterator, Callable
+
+from starlette.responses import StreamingResponse
+
+from kubellm.runtime.core.outputs import CompletionOutput, RequestOutput
+from kubellm.runtime.server.async_engine import EngineStepError, RequestStream
+from kubellm.runtime.server.errors import APIError
+from kubellm.runtime.server.responses import ChoiceCursor
+
+
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+class EngineStreamResponse(StreamingResponse):
+    """An SSE response that aborts its engine request however the response ends: a
+    client gone before the first chunk cancels the response before the chunk generator
+    ever runs, so the generator's own ``finally`` cannot be relied on alone."""
+
+    def __init__(self, chunks: AsyncIterator[bytes], stream: RequestStream):
+        super().__init__(chunks, media_type="text/event-stream", headers=SSE_HEADERS)
+        self.engine_stream = stream
+
+    async def __call__(self, scope, receive, send):
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.engine_stream.close()
+
+
+def sse(data: dict | str) -> bytes:
+    payload = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
+    return f"data: {payload}\n\n".encode()
+
+
+async def stream_choices(stream: RequestStream, n: int,
+                         make_chunk: Callable[[CompletionOutput, str, str | None, int, int], dict],
+                         first_chunks: list[dict] = (),
+                         final_chunk: Callable[[RequestOutput], dict] | None = None,
+                         ) -> AsyncIterator[bytes]:
+    """SSE bytes for one request's n choices; closing the iterator aborts the request.
+
+    ``make_chunk(choice, delta_text, finish_reason, first_token, end_token)`` builds one
+    choice's chunk (the token range is what its logprobs cover); ``final_chunk(last_output)`` (the usage chunk) goes before [DONE].
+    """
+    cursors = [ChoiceCursor(i) for i in range(n)]
+    last = None
+    try:
+        for chunk in first_chunks:
+            yield sse(chunk)
+        async for out in stream:
+            last = out
+            for comp in out.outputs:
+                step = cursors[comp.index].advance(comp)
+                if step is not None:
+                    delta, start, end, finish_reason = step
+                    yield sse(make_chunk(comp, delta, finish_reason, start, end))
+        if final_chunk is not None and last is not None:
+            yield sse(final_chunk(last))
+        yield sse("[DONE]")
+    except EngineStepError as exc:
+        yield sse(APIError(500, str(exc)).body())
+    finally:
+        stream.close()

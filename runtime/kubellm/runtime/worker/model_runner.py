@@ -1,0 +1,218 @@
+"""Turns a SchedulerOutput into one forward pass and sampled tokens.
+
+Builds the flat varlen inputs (token ids, positions, slot mapping, block tables,
+sequence lengths) on the host with numpy, copies them to the device from pinned memory
+without blocking, runs the model (a captured CUDA graph for decode-only steps on GPU),
+takes the last hidden state of every request whose chunk reaches its end, and samples.
+Owns the KV-cache tensors.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+
+import numpy as np
+import torch
+
+from kubellm.runtime.attention import torch_backend
+from kubellm.runtime.attention.metadata import AttentionMetadata, set_metadata
+from kubellm.runtime.layers.attention import Attention
+from kubellm.runtime.core.scheduler import SchedulerOutput
+
+log = logging.getLogger(__name__)
+
+
+class ModelRunner:
+    def __init__(self, model: torch.nn.Module, sampler, device: torch.device,
+                 dtype: torch.dtype, block_size: int, attention_backend: str = "torch"):
+        self.model = model
+        self.sampler = sampler
+        self.device = device
+        self.dtype = dtype
+        self.block_size = block_size
+        self.attn_layers = [m for m in model.modules() if isinstance(m, Attention)]
+        self.backend_name = attention_backend
+        self.backend = _load_backend(attention_backend)
+        for layer in self.attn_layers:
+            layer.backend = self.backend
+        self.vocab_size = model.args.vocab_size
+        self.graphs = None            # DecodeGraphs once captured (CUDA, triton backend)
+        self.host_time_s = 0.0        # input preparation, summed over steps
+        self.num_steps = 0
+        self.device_trace: list | None = None   # (start, end) CUDA events per step
+        self._staging = None
+        if device.type == "cuda":
+            from kubellm.runtime.worker.staging import PinnedStaging
+            self._staging = PinnedStaging(device)
+
+    # ---- KV cache ------------------------------------------------------------------
+    def kv_bytes_per_block(self) -> int:
+        layer = self.attn_layers[0]
+        per_layer = 2 * self.block_size * layer.num_kv_heads * layer.head_dim
+        return per_layer * len(self.attn_layers) * torch.finfo(self.dtype).bits // 8
+
+    def allocate_kv_cache(self, num_blocks: int) -> None:
+        for layer in self.attn_layers:
+            shape = (num_blocks, self.block_size, layer.num_kv_heads, layer.head_dim)
+            layer.k_cache = torch.zeros(shape, dtype=self.dtype, device=self.device)
+            layer.v_cache = torch.zeros(shape, dtype=self.dtype, device=self.device)
+
+    def capture_decode_graphs(self, max_num_seqs: int, max_model_len: int) -> None:
+        from kubellm.runtime.worker.cuda_graphs import DecodeGraphs
+        self.graphs = DecodeGraphs(self.model, self.device, max_num_seqs,
+                                   -(-max_model_len // self.block_size))
+        self.graphs.capture()
+
+    # ---- one step ------------------------------------------------------------------
+    def execute(self, out: SchedulerOutput, block_tables: list[list[int]]):
+        """Returns (sampled token per sampling request id, logprobs per request id)."""
+        return self.launch(out, block_tables).result()
+
+    @torch.inference_mode()
+    def launch(self, out: SchedulerOutput, block_tables: list[list[int]],
+               ahead_of: "StepHandle | None" = None) -> "StepHandle":
+        """Queue the step on the device and return at once (on CUDA). A row whose input
+        token is still being sampled by ``ahead_of`` (the step before, not yet back on the
+        host) reads it from that step's device tensor."""
+        start = time.perf_counter()
+        token_ids, positions, meta, sample_rows, requests = self.prepare_inputs(
+            out, block_tables, ahead_of)
+        self.host_time_s += time.perf_counter() - start
+        self.num_steps += 1
+        began = self._mark()
+        hidden = self.forward(token_ids, positions, meta)
+        handle = StepHandle([], None)
+        if requests:
+            logits = self.model.compute_logits(hidden[sample_rows]).float()
+            handle = StepHandle(requests, self.sampler.sample(
+                logits, [r.sampling_state for r in requests]))
+        if began is not None:
+            self.device_trace.append((began, self._mark()))
+        return handle
+
+    def trace_device(self, enabled: bool = True) -> None:
+        """Record when each step starts and ends on the device (CUDA events), so that a
+        benchmark can tell how long the device sat idle between steps waiting for the
+        host. Off by default: events cost a little host time."""
+        self.device_trace = [] if enabled and self.device.type == "cuda" else None
+
+    def _mark(self):
+        if self.device_trace is None:
+            return None
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def forward(self, token_ids, positions, meta: AttentionMetadata) -> torch.Tensor:
+        if self.graphs is not None and meta.is_decode_only and self.graphs.fits(meta):
+            return self.graphs.replay(token_ids, positions, meta)
+        set_metadata(meta)
+        try:
+            hidden, _ = self.model(token_ids, positions)
+        finally:
+            set_metadata(None)
+        return hidden
+
+    def prepare_inputs(self, out: SchedulerOutput, block_tables: list[list[int]],
+                       ahead_of: "StepHandle | None" = None):
+        scheduled = out.scheduled
+        num_seqs = len(scheduled)
+        query_lens = np.fromiter((s.num_new_tokens for s in scheduled), np.int64, num_seqs)
+        starts = np.fromiter((s.start for s in scheduled), np.int64, num_seqs)
+        cu = np.zeros(num_seqs + 1, np.int32)
+        np.cumsum(query_lens, out=cu[1:])
+        num_tokens = int(cu[-1])
+        seq_lens = (starts + query_lens).astype(np.int32)
+        # rows whose token the previous step is still sampling: (row, its sample row there)
+        late_rows, late_sources = [], []
+        if ahead_of is not None:
+            row_of = ahead_of.row_of
+            for i, s in enumerate(scheduled):
+                if s.start == len(s.request.all_token_ids):   # a decode of the late token
+                    late_rows.append(int(cu[i]))
+                    late_sources.append(row_of[s.request.request_id])
+        if num_tokens == num_seqs:          # decode-only: no per-token Python loops
+            if late_rows:
+                token_ids = np.fromiter((_token_or_zero(s.request.all_token_ids, s.start)
+                                         for s in scheduled), np.int64, num_seqs)
+            else:
+                token_ids = np.fromiter((s.request.all_token_ids[s.start] for s in scheduled),
+                                        np.int64, num_seqs)
+            positions = starts
+        else:
+            token_ids = np.fromiter(
+                (t for s in scheduled
+                 for t in (s.request.all_token_ids[s.start:s.start + s.num_new_tokens]
+                           or (0,))),    # a late token: filled in on the device
+                np.int64, num_tokens)
+            positions = np.concatenate([np.arange(a, a + n) for a, n in zip(starts, query_lens)])
+        width = max(len(t) for t in block_tables)
+        table = np.zeros((num_seqs, width), np.int32)
+        # one vectorised fill instead of a numpy assignment per row (~2 us each)
+        lengths = np.fromiter(map(len, block_tables), np.int64, num_seqs)
+        table[np.arange(width) < lengths[:, None]] = np.fromiter(
+            itertools.chain.from_iterable(block_tables), np.int32, int(lengths.sum()))
+        seq_index = np.repeat(np.arange(num_seqs), query_lens)
+        bs = self.block_size
+        slots = table[seq_index, positions // bs].astype(np.int64) * bs + positions % bs
+        sample_rows, requests = [], []
+        for i, s in enumerate(scheduled):
+            if s.samples:
+                sample_rows.append(int(cu[i + 1]) - 1)
+                requests.append(s.request)
+        max_q = int(query_lens.max())
+        int64 = [np.asarray(a, np.int64) for a in (token_ids, positions, slots, sample_rows,
+                                                     late_rows, late_sources)]
+        int32 = [np.asarray(a, np.int32) for a in (table, seq_lens, cu)]
+        (token_ids_t, positions_t, slots_t, rows_t, late_t, sources_t,
+         table_t, seq_lens_t, cu_t) = self._upload(int64 + int32)
+        if late_rows:
+            late_tokens = ahead_of.batch.token_ids.index_select(0, sources_t)
+            token_ids_t.index_copy_(0, late_t, late_tokens)
+        meta = AttentionMetadata(
+            slot_mapping=slots_t, block_tables=table_t, seq_lens=seq_lens_t, cu_seqlens_q=cu_t,
+            max_seqlen_q=max_q,
+            seq_lens_cpu=seq_lens.tolist(), query_lens_cpu=query_lens.tolist(),
+            is_decode_only=max_q == 1)
+        return token_ids_t, positions_t, meta, rows_t, requests
+
+    def _upload(self, arrays: list[np.ndarray]) -> list[torch.Tensor]:
+        """Arrays -> device tensors of their dtypes and shapes: one pinned buffer and
+        one non-blocking copy on CUDA (each separate copy costs tens of us of host
+        time), the arrays themselves on CPU."""
+        if self._staging is None:
+            return [torch.from_numpy(np.ascontiguousarray(a)) for a in arrays]
+        return self._staging.upload(arrays)
+
+
+class StepHandle:
+    """A launched step: which requests sample and their (maybe still running) samples."""
+    __slots__ = ("requests", "batch", "row_of")
+
+    def __init__(self, requests: list, batch):
+        self.requests = requests
+        self.batch = batch
+        self.row_of = {r.request_id: i for i, r in enumerate(requests)}
+
+    def result(self) -> tuple[dict[str, int], dict[str, dict | None]]:
+        """Wait for the samples: (token per request id, logprobs per request id)."""
+        if self.batch is None:
+            return {}, {}
+        result = self.batch.result()
+        ids = dict(zip(self.row_of, result.token_ids))
+        logprobs = dict(zip(self.row_of, result.logprobs))
+        return ids, logprobs
+
+
+def _token_or_zero(token_ids: list[int], position: int) -> int:
+    return token_ids[position] if position < len(token_ids) else 0
+
+
+def _load_backend(name: str):
+    if name == "torch":
+        return torch_backend
+    if name == "triton":
+        from kubellm.runtime.attention import triton_backend
+        return triton_backend
+    raise ValueError(f"unknown attention backend {name!r}")

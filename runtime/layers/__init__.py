@@ -1,1 +1,0 @@
-"""Model building blocks; parallel linears and embeddings carry their own weight loaders."""

@@ -1,1 +1,0 @@
-"""Model families, looked up by the checkpoint's ``architectures`` / ``model_type``."""

@@ -1,0 +1,35 @@
+"""The GPU benchmark script, shrunk to a tiny shape on the CPU: a Python error in it
+would otherwise surface only on the GPU machine, after its device time is spent."""
+import json
+import subprocess
+import sys
+
+from tests.paths import ROOT
+
+
+def test_workload_w_smoke_writes_figures(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.gpu.workload_w",
+                           "--smoke", "--compare-hf", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads((tmp_path / "workload_w.json").read_text())
+    assert result["kubellm"]["output_tokens"] == 8 * 6
+    assert result["hf"]["hf_generate_output_tok_s"] > 0
+    assert 0 < result["fraction_of_limit"]
+    assert {r["batch"] for r in result["sweep"]} >= {1, 4}
+    for key in ("decode_batch256", "decode_batch256_final_only"):
+        assert 0 < result[key]["host_fraction"] < 1
+    assert (tmp_path / "throughput_vs_batch_context.png").stat().st_size > 1000
+
+
+def test_host_profile_smoke_writes_both_modes(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.gpu.host_profile",
+                           "--smoke", "--layers", "1", "--batch", "4", "--context", "16",
+                           "--steps", "4", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads((tmp_path / "host_profile_1l.json").read_text())
+    assert [r["async_scheduling"] for r in results] == [False, True]
+    for r in results:
+        assert r["step_ms"] > 0 and r["host_ms"] > 0
+    assert "engine.py" in (tmp_path / "host_profile_async_True.txt").read_text()

@@ -1,0 +1,44 @@
+"""The flags the operator writes into pods, read by the runtime's own parsers."""
+from __future__ import annotations
+
+import pytest
+
+from kubellm.operator.builders.pod import serve_args
+from kubellm.operator.validation import defaulted_spec
+from kubellm.runtime.cli.main import build_parser
+from kubellm.runtime.server.config import ServerConfig
+from tests.operator.test_operator_builders import HF, TOPOLOGIES, all_pod_specs, children
+
+
+def test_the_runtime_cli_accepts_every_flag_the_operator_writes():
+    """The pod's args parse with the real `kubellm serve` parser: an interface check."""
+    spec = defaulted_spec({"model": {**HF, "name": "chat", "dtype": "bfloat16",
+                                     "maxModelLen": 4096},
+                           "parallelism": {"tensor": 2, "pipeline": 2},
+                           "engine": {"gpuMemoryUtilization": 0.8, "maxNumSeqs": 8,
+                                      "maxNumBatchedTokens": 1024, "blockSize": 16,
+                                      "enablePrefixCaching": False,
+                                      "schedulingPolicy": "timeslice", "enforceEager": True,
+                                      "seed": 3, "maxQueue": 10}})
+    args = build_parser().parse_args(serve_args(spec, "m"))
+    assert (args.model, args.served_model_name, args.port) == ("org/model", "chat", 8000)
+    assert (args.tensor_parallel_size, args.pipeline_parallel_size) == (2, 2)
+    assert args.enable_prefix_caching is False and args.enforce_eager is True
+    assert (args.max_queue, args.shutdown_timeout, args.max_model_len) == (10, 30, 4096)
+
+
+@pytest.mark.parametrize("topology_name", sorted(TOPOLOGIES))
+@pytest.mark.parametrize("engine", [{}, {"shutdownTimeoutSeconds": 0},
+                                    {"shutdownTimeoutSeconds": 120}])
+def test_grace_period_outlasts_prestop_and_the_servers_drain(topology_name, engine):
+    """The kubelet kills at terminationGracePeriodSeconds counted from preStop's start:
+    it must cover the preStop sleep, then --shutdown-timeout of draining, with room for
+    the process to exit. The drain time follows spec.engine.shutdownTimeoutSeconds."""
+    parallelism, lws = TOPOLOGIES[topology_name]
+    built = children({"model": HF, "parallelism": parallelism, "engine": engine}, lws=lws)
+    drain = engine.get("shutdownTimeoutSeconds", ServerConfig().shutdown_timeout)
+    for pod in all_pod_specs(built):
+        c = pod["containers"][0]
+        assert float(c["args"][c["args"].index("--shutdown-timeout") + 1]) == drain
+        sleep = int(c["lifecycle"]["preStop"]["exec"]["command"][-1])
+        assert pod["terminationGracePeriodSeconds"] >= sleep + drain + 5

@@ -1,0 +1,87 @@
+"""Block accounting of the KV-cache manager: ref counts, prefix hits, LRU reuse."""
+import pytest
+
+from kubellm.runtime.core.kv_cache import KVCacheManager
+
+BS = 4
+
+
+def tokens(n, start=0):
+    return list(range(start, start + n))
+
+
+def test_allocate_covers_tokens_and_free_returns_everything():
+    kv = KVCacheManager(num_blocks=8, block_size=BS)
+    new = kv.allocate("a", tokens(10), 10)
+    assert len(new) == 3 and kv.block_table("a") == new
+    assert kv.num_free_blocks == 5
+    # growing by one token inside the last block needs no new block; crossing it does
+    assert kv.allocate("a", tokens(12), 12) == []
+    assert len(kv.allocate("a", tokens(13), 13)) == 1
+    kv.free("a")
+    assert kv.num_free_blocks == 8
+    assert all(kv.ref_count(b) == 0 for b in range(8))
+
+
+def test_allocate_returns_none_and_changes_nothing_when_short():
+    kv = KVCacheManager(num_blocks=3, block_size=BS)
+    kv.allocate("a", tokens(8), 8)
+    before = (kv.num_free_blocks, kv.block_table("a"))
+    assert kv.allocate("b", tokens(9, 100), 9) is None
+    assert (kv.num_free_blocks, kv.block_table("a")) == before
+    assert kv.block_table("b") == []
+
+
+def test_prefix_hits_share_blocks_and_count_tokens():
+    kv = KVCacheManager(num_blocks=16, block_size=BS)
+    prompt = tokens(10)
+    kv.allocate("a", prompt, 10)
+    hits = kv.find_cached_prefix("b", prompt[:8] + [99, 98])
+    assert hits == kv.block_table("a")[:2]
+    assert kv.prefix_hits == 8 and kv.prefix_queries == 10
+    kv.allocate("b", prompt[:8] + [99, 98], 10, cached=hits)
+    assert [kv.ref_count(b) for b in hits] == [2, 2]
+    kv.free("a")
+    assert [kv.ref_count(b) for b in hits] == [1, 1]
+    kv.free("b")
+    assert kv.num_free_blocks == 16
+
+
+def test_a_fully_cached_prompt_still_leaves_a_token_to_compute():
+    kv = KVCacheManager(num_blocks=8, block_size=BS)
+    kv.allocate("a", tokens(8), 8)
+    kv.free("a")
+    assert len(kv.find_cached_prefix("b", tokens(8))) == 1   # not 2: logits need a token
+
+
+def test_freed_cached_blocks_are_reusable_until_evicted_lru():
+    kv = KVCacheManager(num_blocks=4, block_size=BS)
+    kv.allocate("a", tokens(8), 8)
+    kv.free("a")
+    assert len(kv.find_cached_prefix("x", tokens(8) + [1])) == 2
+    kv.allocate("b", tokens(12, 500), 12)       # takes 3 of 4 blocks: evicts 'a's tail first
+    assert len(kv.find_cached_prefix("y", tokens(8) + [1])) == 1
+    kv.free("b")
+
+
+def test_prefix_caching_off_never_hits():
+    kv = KVCacheManager(num_blocks=8, block_size=BS, enable_prefix_caching=False)
+    kv.allocate("a", tokens(8), 8)
+    kv.free("a")
+    assert kv.find_cached_prefix("b", tokens(9)) == []
+    assert kv.prefix_hits == 0
+
+
+def test_double_free_is_harmless_and_refcounts_never_go_negative():
+    kv = KVCacheManager(num_blocks=4, block_size=BS)
+    kv.allocate("a", tokens(4), 4)
+    kv.free("a")
+    kv.free("a")
+    assert all(kv.ref_count(b) == 0 for b in range(4))
+    assert kv.num_free_blocks == 4
+
+
+def test_usage_fraction():
+    kv = KVCacheManager(num_blocks=4, block_size=BS)
+    kv.allocate("a", tokens(8), 8)
+    assert kv.usage == pytest.approx(0.5)

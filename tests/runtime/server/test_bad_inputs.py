@@ -1,0 +1,136 @@
+"""Bad requests get the right 4xx in OpenAI's error shape, never reach the engine, and
+never take the server down."""
+from __future__ import annotations
+
+import threading
+import time
+
+import httpx
+import pytest
+
+from tests.runtime.server.conftest import ServerThread
+
+KEY = "sekret"
+AUTH = {"Authorization": f"Bearer {KEY}"}
+GOOD = {"prompt": "Hello", "max_tokens": 4, "temperature": 0}
+CHAT = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4}
+LONG_TEXT = "word " * 400  # > max_model_len=256 tokens
+
+
+@pytest.fixture(scope="module")
+def server(tiny_model_dir):
+    with ServerThread(tiny_model_dir, api_key=KEY) as srv:
+        yield srv
+
+
+def completion(**changes):
+    return ("/v1/completions", {**GOOD, **changes})
+
+
+def chat(**changes):
+    return ("/v1/chat/completions", {**CHAT, **changes})
+
+
+def without(body, key):
+    return {k: v for k, v in body.items() if k != key}
+
+
+# (case id, path, body (dict, or raw bytes), headers, status, param)
+CASES = [
+    ("malformed-json", "/v1/completions", b'{"prompt": "hi",', AUTH, 400, None),
+    ("body-not-object", "/v1/completions", b'["hi"]', AUTH, 400, None),
+    ("missing-prompt", "/v1/completions", without(GOOD, "prompt"), AUTH, 400, "prompt"),
+    ("prompt-wrong-type", *completion(prompt=123), AUTH, 400, "prompt"),
+    ("prompt-empty", *completion(prompt=""), AUTH, 400, "prompt"),
+    ("prompt-batched", *completion(prompt=["a", "b"]), AUTH, 400, "prompt"),
+    ("token-id-out-of-vocab", *completion(prompt=[1, 10**9]), AUTH, 400, "prompt"),
+    ("prompt-too-long", *completion(prompt=LONG_TEXT), AUTH, 400, "prompt"),
+    ("max-tokens-negative", *completion(max_tokens=-1), AUTH, 400, "max_tokens"),
+    ("max-tokens-huge", *completion(max_tokens=10**9), AUTH, 400, "max_tokens"),
+    ("max-tokens-string", *completion(max_tokens="10"), AUTH, 400, "max_tokens"),
+    ("temperature-negative", *completion(temperature=-0.5), AUTH, 400, "temperature"),
+    ("top-p-above-1", *completion(top_p=1.5), AUTH, 400, "top_p"),
+    ("top-k-negative", *completion(top_k=-5), AUTH, 400, "top_k"),
+    ("min-p-above-1", *completion(min_p=2.0), AUTH, 400, "min_p"),
+    ("presence-penalty", *completion(presence_penalty=5.0), AUTH, 400, "presence_penalty"),
+    ("n-zero", *completion(n=0), AUTH, 400, "n"),
+    ("too-many-stops", *completion(stop=[f"s{i}" for i in range(17)]), AUTH, 400, "stop"),
+    ("stop-wrong-type", *completion(stop=5), AUTH, 400, "stop"),
+    ("seed-float", *completion(seed=1.5), AUTH, 400, "seed"),
+    ("stream-not-bool", *completion(stream="yes"), AUTH, 400, "stream"),
+    ("logprobs-too-many", *completion(logprobs=100), AUTH, 400, "logprobs"),
+    ("unknown-model", *completion(model="gpt-17"), AUTH, 404, "model"),
+    ("messages-empty", *chat(messages=[]), AUTH, 400, "messages"),
+    ("messages-missing", "/v1/chat/completions", without(CHAT, "messages"), AUTH, 400,
+     "messages"),
+    ("bad-role", *chat(messages=[{"role": "wizard", "content": "hi"}]), AUTH, 400,
+     "messages[0].role"),
+    ("content-wrong-type", *chat(messages=[{"role": "user", "content": 5}]), AUTH, 400,
+     "messages[0].content"),
+    ("chat-too-long", *chat(messages=[{"role": "user", "content": LONG_TEXT}]), AUTH, 400,
+     "messages"),
+    ("top-logprobs-alone", *chat(top_logprobs=2), AUTH, 400, "top_logprobs"),
+    ("chat-unknown-model", *chat(model="nope"), AUTH, 404, "model"),
+    ("no-api-key", *completion(), {}, 401, None),
+    ("wrong-api-key", *completion(), {"Authorization": "Bearer nope"}, 401, None),
+    ("unknown-route", "/v1/engines", GOOD, AUTH, 404, None),
+]
+
+
+@pytest.mark.parametrize("name,path,body,headers,status,param", CASES,
+                         ids=[c[0] for c in CASES])
+def test_bad_input(server, name, path, body, headers, status, param):
+    prompt_tokens_before = server.state.async_engine.stats.prompt_tokens_total
+    kwargs = {"content": body} if isinstance(body, bytes) else {"json": body}
+    r = httpx.post(server.url + path, headers={"Content-Type": "application/json", **headers},
+                   timeout=30, **kwargs)
+    assert r.status_code == status, r.text
+    error = r.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    assert error["param"] == param
+    assert error["message"] and isinstance(error["type"], str)
+    if param is not None:
+        assert param.split("[")[0].split(".")[0] in error["message"]
+    # the bad request never reached the engine; the server still answers a good one
+    assert server.state.async_engine.stats.prompt_tokens_total == prompt_tokens_before
+    good = httpx.post(server.url + "/v1/completions", json=GOOD, headers=AUTH, timeout=30)
+    assert good.status_code == 200 and good.json()["choices"][0]["finish_reason"] == "length"
+
+
+def test_probes_need_no_key(server):
+    for path in ("/health", "/ready", "/metrics", "/version"):
+        assert httpx.get(server.url + path).status_code == 200
+    assert httpx.get(server.url + "/v1/models").status_code == 401
+
+
+def test_full_queue_answers_503(server):
+    """Over max_queue waiting requests, new ones get 503 + Retry-After until it drains."""
+    # twice max_num_seqs=32: half of them wait for the whole of the first half's run
+    long_body = {**GOOD, "max_tokens": 150, "ignore_eos": True}
+    results = []
+
+    def send():
+        results.append(httpx.post(server.url + "/v1/completions", json=long_body,
+                                  headers=AUTH, timeout=60).status_code)
+    threads = [threading.Thread(target=send) for _ in range(64)]
+    try:
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 30
+        while server.state.async_engine.stats.num_waiting < 8:  # the engine's own queue
+            assert time.monotonic() < deadline, "the burst never queued"
+            time.sleep(0.005)
+        server.state.config.max_queue = 8
+        r = httpx.post(server.url + "/v1/completions", json=GOOD, headers=AUTH, timeout=30)
+        assert r.status_code == 503, r.text
+        assert r.headers["Retry-After"].isdigit()
+        assert r.json()["error"]["code"] == "service_unavailable"
+    finally:
+        server.state.config.max_queue = 1024
+        for t in threads:
+            t.join(60)
+    # those admitted before the bound dropped all finished; later ones were refused
+    assert set(results) <= {200, 503} and results.count(200) >= 32 + 8
+    server.wait_idle()
+    assert httpx.post(server.url + "/v1/completions", json=GOOD, headers=AUTH,
+                      timeout=30).status_code == 200

@@ -1,0 +1,32 @@
+"""`kubellm bench serve` against a running server and in process: every request finishes
+with the asked-for token count, latencies are filled in, the JSON is written and the
+benchmarks' plot script draws it."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from kubellm.runtime.cli.main import build_parser
+from tests.paths import ROOT
+
+
+def test_bench_serve_http_and_in_process(server, tiny_model_dir, tmp_path):
+    args = build_parser().parse_args([
+        "bench", "serve", "--url", server.url, "--compare-in-process",
+        "--model", tiny_model_dir, "--device", "cpu", "--max-model-len", "256",
+        "--num-kv-blocks", "256", "--request-rates", "50,inf", "--num-prompts", "12",
+        "--input-len", "24", "--output-len", "6", "--out", str(tmp_path)])
+    assert args.func(args) == 0
+    result = json.loads((tmp_path / "serve_bench.json").read_text())
+    subprocess.run([sys.executable, "-m", "benchmarks.serving.plot_serve",
+                    str(tmp_path / "serve_bench.json")], check=True, timeout=120, cwd=ROOT)
+    assert (tmp_path / "serve_latency_vs_rate.png").stat().st_size > 10_000
+    for backend in ("http", "in_process"):
+        assert [row["request_rate"] for row in result[backend]] == [50.0, "inf"]
+        for row in result[backend]:
+            assert row["num_failed"] == 0 and row["output_tokens"] == 12 * 6
+            for key in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
+                stats = row[key]
+                assert 0 < stats["p50"] <= stats["p90"] <= stats["p99"]
+    assert len(result["http_overhead"]) == 2

@@ -1,0 +1,54 @@
+"""The two distributions, built and installed the way their images do it.
+
+- kubellm-operator: operator/install.sh (what operator/Dockerfile runs) into a fresh
+  venv: the command works, neither torch nor the runtime comes along, and its
+  site-packages stays within 150 MiB.
+- kubellm (the runtime): its wheel holds kubellm/runtime and kubellm/kernels only; the
+  `kubellm` namespace itself has no __init__ (PEP 420), so both distributions share it.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import zipfile
+
+from tests.paths import ROOT
+
+MAX_OPERATOR_SITE_MIB = 150
+
+
+def test_operator_installs_alone_and_small(tmp_path):
+    proc = subprocess.run(["sh", str(ROOT / "operator" / "install.sh"), str(tmp_path / "venv")],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    print(proc.stdout)  # the size, for the log
+    assert re.search(r"^kubellm-operator \d+\.\d+\.\d+$", proc.stdout, re.M)
+    size = float(re.search(r"site-packages: ([\d.]+) MiB", proc.stdout)[1])
+    assert 0 < size <= MAX_OPERATOR_SITE_MIB
+    help_text = subprocess.run([str(tmp_path / "venv" / "bin" / "kubellm-operator"), "--help"],
+                               capture_output=True, text=True, timeout=120).stdout
+    assert "--default-image" in help_text and "--controllers" in help_text
+
+
+def _wheel_names(source, out) -> list[str]:
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out),
+                    str(source)], check=True, timeout=600)
+    [wheel] = out.glob("*.whl")
+    return zipfile.ZipFile(wheel).namelist()
+
+
+def test_runtime_wheel_holds_runtime_and_kernels_only(tmp_path):
+    names = [n for n in _wheel_names(ROOT, tmp_path) if not n.startswith("kubellm-")]
+    assert "kubellm/runtime/engine/llm_engine.py" in names
+    assert "kubellm/kernels/paged_attention.py" in names
+    assert all(n.startswith(("kubellm/runtime/", "kubellm/kernels/")) for n in names), \
+        sorted({n.split("/")[1] for n in names})
+    assert "kubellm/__init__.py" not in names
+
+
+def test_operator_wheel_holds_the_operator_only(tmp_path):
+    names = [n for n in _wheel_names(ROOT / "operator", tmp_path)
+             if not n.startswith("kubellm_operator-")]
+    assert "kubellm/operator/reconcile.py" in names
+    assert all(n.startswith("kubellm/operator/") for n in names)
