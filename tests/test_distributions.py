@@ -52,3 +52,19 @@ def test_operator_wheel_holds_the_operator_only(tmp_path):
              if not n.startswith("kubellm_operator-")]
     assert "kubellm/operator/reconcile.py" in names
     assert all(n.startswith("kubellm/operator/") for n in names)
+
+
+def test_no_top_level_folder_shadows_the_standard_library(tmp_path):
+    """From the repository root (on sys.path first, as with `python -c`/`-m`), Python's own
+    operator, json and collections modules are found, not folders of this repository."""
+    code = ("import collections, json, operator, pathlib; "
+            "assert operator.eq(1, 1) and hasattr(collections, 'OrderedDict'); "
+            "assert 'site-packages' in json.__file__ or 'python3' in json.__file__, json.__file__")
+    for interpreter in (sys.executable, sys.base_prefix + "/bin/python3"):
+        proc = subprocess.run([interpreter, "-c", code], cwd=ROOT, capture_output=True,
+                              text=True, timeout=60)
+        assert proc.returncode == 0, (interpreter, proc.stderr)
+    (tmp_path / "in.json").write_text('{"a": 1}')
+    proc = subprocess.run([sys.executable, "-m", "json.tool", str(tmp_path / "in.json")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and '"a": 1' in proc.stdout
