@@ -56,5 +56,4 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"kubellm: error: {exc}", file=sys.stderr)
         return 2
-    serve(build_app(engine, server_config), server_config)
-    return 0
+    return serve(build_app(engine, server_config), server_config)

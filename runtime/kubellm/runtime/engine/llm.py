@@ -1,4 +1,9 @@
-"""Offline API: ``LLM(model=...).generate(prompts, params)`` (vLLM's shape)."""
+"""Offline API: ``LLM(model=...).generate(prompts, params)`` (vLLM's shape).
+
+``with LLM(...) as llm:`` or ``llm.shutdown()`` ends the engine at a known point (its
+worker processes, process groups and device memory); dropping the last reference to it,
+or the interpreter's exit, does the same.
+"""
 from __future__ import annotations
 
 import itertools
@@ -23,6 +28,16 @@ class LLM:
             config = EngineConfig.from_sources(model=model, **engine_fields)
         self.engine = LLMEngine.from_config(config)
         self._ids = itertools.count()
+
+    def shutdown(self) -> None:
+        """Stop the engine and free what it holds (LLMEngine.shutdown); idempotent."""
+        self.engine.shutdown()
+
+    def __enter__(self) -> "LLM":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
 
     def get_tokenizer(self):
         return self.engine.tokenizer

@@ -5,14 +5,24 @@ them and samples, post-processing (output_processor.py) appends tokens, detokeni
 checks stop conditions. With async scheduling (the default) the engine runs one step
 ahead: it launches step N+1 before it post-processes step N. A request with ``n > 1``
 runs as n sequences (ids ``<id>#<i>``) and is reported as one RequestOutput.
+
+Lifecycle: ``shutdown()`` — also run when the engine is garbage collected and, for a
+multi-process engine, at interpreter exit — stops its workers, leaves its process groups
+and frees its weights, KV cache and CUDA graphs, so that another engine of any layout can
+start in the same process. An engine whose executor fails (a worker process or rank
+lost) is dead: ``errored`` turns True, ``dead_error`` says why, its requests fail with
+that EngineDeadError and the dead callbacks run (the server turns unready and exits).
 """
 from __future__ import annotations
 
 import logging
 import time
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kubellm.runtime.config import EngineConfig
+from kubellm.runtime.core.errors import EngineDeadError
 from kubellm.runtime.core.output_processor import Group, OutputProcessor
 from kubellm.runtime.core.outputs import RequestOutput
 from kubellm.runtime.core.request import Request
@@ -69,15 +79,60 @@ class LLMEngine:
         # async scheduling: the step launched last, its samples not yet on the host
         self.run_ahead = config.async_scheduling and hasattr(executor, "launch")
         self._in_flight: tuple[SchedulerOutput, object] | None = None
+        self._shut_down: EngineDeadError | None = None
+        self._shutdown_hooks: list[Callable[[], None]] = []
+        # holds the executor, never the engine: dropping the last reference to the engine
+        # runs it; at interpreter exit too when worker processes must be stopped
+        self._finalizer = weakref.finalize(self, _release, executor, self._shutdown_hooks)
+        self._finalizer.atexit = getattr(executor, "needs_shutdown_at_exit", False)
 
     @classmethod
     def from_config(cls, config: EngineConfig) -> "LLMEngine":
         from kubellm.runtime.engine.builder import build_engine
         return build_engine(cls, config)
 
+    # ---- lifecycle -------------------------------------------------------------------
+    def shutdown(self) -> None:
+        """Drop every request, stop the workers, leave the process groups and free the
+        weights, KV cache and CUDA graphs. Idempotent; the engine refuses work afterwards."""
+        if self._shut_down is not None:
+            return
+        self._shut_down = EngineDeadError("this engine was shut down")
+        self._in_flight = None
+        for request_id in list(self.output.groups):
+            self.abort_request(request_id)
+        self._finalizer()
+
+    def add_shutdown_hook(self, hook: Callable[[], None]) -> None:
+        """``hook()`` runs after the executor has shut down (and only once)."""
+        self._shutdown_hooks.append(hook)
+
+    @property
+    def dead_error(self) -> EngineDeadError | None:
+        """Why this engine can run nothing any more (shut down or failed), else None."""
+        return self._shut_down or getattr(self.executor, "dead_error", None)
+
+    @property
+    def errored(self) -> bool:
+        return self.dead_error is not None
+
+    def add_dead_callback(self, callback: Callable[[EngineDeadError], None]) -> None:
+        """``callback(error)`` runs once if the executor fails, on the thread that noticed
+        (a watchdog, the heartbeat or the engine's own); single-process engines never do."""
+        add = getattr(self.executor, "add_dead_callback", None)
+        if add is not None:
+            add(callback)
+
+    def remove_dead_callback(self, callback) -> None:
+        remove = getattr(self.executor, "remove_dead_callback", None)
+        if remove is not None:
+            remove(callback)
+
     # ---- requests ------------------------------------------------------------------
     def add_request(self, request_id: str, prompt: str | list[int] | TokenizedPrompt,
                     params: SamplingParams, priority: int = 0) -> None:
+        if self.errored:
+            raise self.dead_error
         if request_id in self.output.groups:
             raise ValueError(f"request id {request_id!r} is already in use")
         if isinstance(prompt, TokenizedPrompt):
@@ -134,6 +189,8 @@ class LLMEngine:
 
     # ---- one step ------------------------------------------------------------------
     def step(self) -> list[RequestOutput]:
+        if self.errored:
+            raise self.dead_error
         if self.run_ahead:
             return self._step_ahead()
         t0 = time.perf_counter()
@@ -239,3 +296,14 @@ class LLMEngine:
             generation_tokens_total=self.output.generation_tokens_total,
             prefix_cache_queries_total=self.kv.prefix_queries,
             prefix_cache_hits_total=self.kv.prefix_hits)
+
+
+def _release(executor, hooks: list[Callable[[], None]]) -> None:
+    """The engine's finalizer: shut the executor down, then the hooks."""
+    try:
+        shutdown = getattr(executor, "shutdown", None)
+        if shutdown is not None:
+            shutdown()
+    finally:
+        for hook in hooks:
+            hook()

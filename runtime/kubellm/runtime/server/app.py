@@ -12,9 +12,9 @@ from fastapi import FastAPI
 from kubellm.runtime.version import __version__
 from kubellm.runtime.server import routes_health, routes_openai, routes_websocket
 from kubellm.runtime.server.admission import AdmissionMiddleware
-from kubellm.runtime.server.async_engine import AsyncLLMEngine
+from kubellm.runtime.server.async_engine import AsyncLLMEngine, EngineStepError
 from kubellm.runtime.server.config import ServerConfig
-from kubellm.runtime.server.errors import install_error_handlers
+from kubellm.runtime.server.errors import engine_error, install_error_handlers
 from kubellm.runtime.server.metrics import ServerMetrics
 from kubellm.runtime.server.state import ServerState
 
@@ -40,6 +40,11 @@ def build_app(engine, config: ServerConfig) -> FastAPI:
                   docs_url=None, redoc_url=None)
     app.state.kubellm = state
     install_error_handlers(app)
+
+    @app.exception_handler(EngineStepError)  # an add that reached a dead engine: 503
+    async def _engine_error(_request, exc: EngineStepError):
+        return engine_error(exc).response()
+
     app.add_middleware(AdmissionMiddleware)
     for module in (routes_health, routes_openai, routes_websocket):
         app.include_router(module.router)

@@ -5,7 +5,10 @@ thread owns it: every add and abort travels to that thread through a command que
 each step's outputs travel back to the event loop in one ``call_soon_threadsafe``. The
 event loop therefore never blocks on the model, and no request can take the loop down:
 an add that fails fails only its caller; a step that raises fails the requests in flight
-and the loop keeps serving new ones.
+and the loop keeps serving new ones. An engine that dies (a worker process or rank lost:
+LLMEngine.errored) is different: the moment it is noticed every request in flight ends
+with EngineUnavailableError (HTTP 503), ``is_alive`` turns False (/ready, /health and
+admission answer 503) and ``dead_error`` tells the server to exit non-zero.
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from kubellm.runtime.core.errors import EngineDeadError
 from kubellm.runtime.engine.llm_engine import TokenizedPrompt
 from kubellm.runtime.core.outputs import RequestOutput
 from kubellm.runtime.core.sampling_params import SamplingParams
@@ -28,6 +32,12 @@ IDLE_WAKEUP_S = 0.5  # an idle loop re-checks for stop() this often
 
 class EngineStepError(RuntimeError):
     """The engine raised inside step(); every request in flight at that moment fails."""
+    status = 500
+
+
+class EngineUnavailableError(EngineStepError):
+    """The engine is dead: retry on another replica (503)."""
+    status = 503
 
 
 @dataclass
@@ -80,8 +90,10 @@ class AsyncLLMEngine:
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="kubellm-engine", daemon=True)
         self._thread.start()
+        self.engine.add_dead_callback(self._on_engine_dead)
 
     def stop(self, timeout: float = 10.0) -> None:
+        self.engine.remove_dead_callback(self._on_engine_dead)
         self._stopping = True
         self._wakeup.set()
         if self._thread is not None:
@@ -89,7 +101,22 @@ class AsyncLLMEngine:
 
     @property
     def is_alive(self) -> bool:
-        return self._thread is not None and self._thread.is_alive() and not self._stopping
+        return self._thread is not None and self._thread.is_alive() and \
+            not self._stopping and not self.engine.errored
+
+    @property
+    def dead_error(self) -> EngineDeadError | None:
+        """Why the engine can serve nothing any more (the server then exits non-zero)."""
+        return self.engine.dead_error
+
+    def _on_engine_dead(self, error: EngineDeadError) -> None:
+        """Any thread: end every request in flight now, even while the engine thread is
+        stuck in the step that will fail."""
+        self._loop.call_soon_threadsafe(self._fail_streams, EngineUnavailableError(str(error)))
+
+    def _fail_streams(self, error: EngineStepError) -> None:
+        for request_id in list(self._streams):
+            self._deliver(request_id, error)
 
     @property
     def num_waiting(self) -> int:
@@ -185,6 +212,9 @@ class AsyncLLMEngine:
         try:
             self.engine.add_request(add.request_id, add.prompt, add.params,
                                     priority=add.priority)
+        except EngineDeadError as exc:
+            self._loop.call_soon_threadsafe(_settle, add.done, EngineUnavailableError(str(exc)))
+            return
         except Exception as exc:
             self._loop.call_soon_threadsafe(_settle, add.done, exc)
             return
@@ -199,7 +229,8 @@ class AsyncLLMEngine:
                 self.engine.abort_request(request_id)
             except Exception:
                 logger.exception("abort of %s after a failed step failed", request_id)
-        error = EngineStepError(f"engine step failed: {type(exc).__name__}: {exc}")
+        error = EngineUnavailableError(str(exc)) if isinstance(exc, EngineDeadError) else \
+            EngineStepError(f"engine step failed: {type(exc).__name__}: {exc}")
         for request_id in failed:
             self._loop.call_soon_threadsafe(self._deliver, request_id, error)
 

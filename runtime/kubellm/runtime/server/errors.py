@@ -48,6 +48,14 @@ def unavailable(message: str, retry_after_s: int = 1) -> APIError:
                     headers={"Retry-After": str(retry_after_s)})
 
 
+def engine_error(exc: Exception) -> APIError:
+    """An engine failure delivered to a request (server.async_engine.EngineStepError):
+    503 + Retry-After when the engine is dead (retry elsewhere), else 500."""
+    if getattr(exc, "status", 500) == 503:
+        return unavailable(str(exc))
+    return APIError(500, str(exc))
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(APIError)
     async def _api_error(_request: Request, exc: APIError):

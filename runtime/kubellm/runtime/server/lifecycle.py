@@ -6,6 +6,10 @@ new /v1 requests, so stragglers retry elsewhere), let requests in flight finish 
 ``shutdown_timeout`` seconds, abort what is left, and exit 0. Uvicorn's own handler would
 instead stop listening at once (refused connections, not 503s) and re-raise the signal
 after shutdown (exit status -15).
+
+An engine that dies (LLMEngine.errored: a worker process or rank lost) has already failed
+its requests with 503 and turned /ready to 503; the server then lets those answers go
+out and exits with status 1, so that Kubernetes restarts the pod.
 """
 from __future__ import annotations
 
@@ -30,6 +34,7 @@ class DrainingServer(uvicorn.Server):
         self.shutdown_timeout = shutdown_timeout
         self.is_drain_requested = False
         self._drain_task: asyncio.Task | None = None
+        self.exit_code = 0
 
     def handle_exit(self, sig: int, frame) -> None:
         if self.is_drain_requested:
@@ -40,9 +45,21 @@ class DrainingServer(uvicorn.Server):
         self.state.is_draining = True  # signal handlers run on the loop's thread
 
     async def on_tick(self, counter: int) -> bool:
-        if self.is_drain_requested and self._drain_task is None:
-            self._drain_task = asyncio.create_task(self._drain())
+        if self._drain_task is None:
+            if self.state.async_engine.dead_error is not None:
+                self._drain_task = asyncio.create_task(self._exit_dead())
+            elif self.is_drain_requested:
+                self._drain_task = asyncio.create_task(self._drain())
         return await super().on_tick(counter)
+
+    async def _exit_dead(self) -> None:
+        logger.error("the engine is dead (%s): exiting", self.state.async_engine.dead_error)
+        self.state.is_draining = True
+        deadline = time.monotonic() + AFTER_ABORT_GRACE_S  # their 503s are on the way
+        while self.state.num_in_flight > 0 and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        self.exit_code = 1
+        self.should_exit = True
 
     async def _drain(self) -> None:
         logger.info("draining: %d request(s) in flight, waiting up to %.0f s",
@@ -67,8 +84,9 @@ def uvicorn_config(app, config: ServerConfig, **overrides) -> uvicorn.Config:
                           **overrides)
 
 
-def serve(app, config: ServerConfig) -> None:
-    """Blocks until drained after SIGTERM/SIGINT."""
+def serve(app, config: ServerConfig) -> int:
+    """Blocks until drained after SIGTERM/SIGINT (0) or the engine died (1)."""
     server = DrainingServer(uvicorn_config(app, config), app.state.kubellm,
                             config.shutdown_timeout)
     server.run()
+    return server.exit_code

@@ -6,7 +6,7 @@ from fastapi.responses import JSONResponse, Response
 
 from kubellm.runtime.server import generation, responses
 from kubellm.runtime.server.async_engine import EngineStepError
-from kubellm.runtime.server.errors import APIError
+from kubellm.runtime.server.errors import engine_error
 from kubellm.runtime.server.protocol import (ChatCompletionRequest, CompletionRequest,
                                              parse_body)
 from kubellm.runtime.server.responses import LogprobFormatter
@@ -78,5 +78,5 @@ async def _respond(stream, request: Request, make_body) -> Response:
     except generation.ClientDisconnected:
         return Response(status_code=CLIENT_CLOSED)
     except EngineStepError as exc:
-        raise APIError(500, str(exc)) from None
+        raise engine_error(exc) from None
     return JSONResponse(make_body(out))

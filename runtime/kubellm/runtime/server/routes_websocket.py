@@ -12,7 +12,7 @@ from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
 from kubellm.runtime.server import generation, responses
 from kubellm.runtime.server.async_engine import EngineStepError
-from kubellm.runtime.server.errors import APIError
+from kubellm.runtime.server.errors import APIError, engine_error
 from kubellm.runtime.server.protocol import CompletionRequest, parse_body
 from kubellm.runtime.server.responses import ChoiceCursor
 
@@ -48,7 +48,7 @@ async def _serve_one(websocket: WebSocket, state, raw: str) -> None:
                     await websocket.send_json({"index": comp.index, "text": step[0],
                                                "finish_reason": step[3]})
     except EngineStepError as exc:
-        raise APIError(500, str(exc)) from None
+        raise engine_error(exc) from None
     finally:
         stream.close()
     await websocket.send_json({"done": True, "id": request_id,

@@ -9,7 +9,7 @@ from starlette.responses import StreamingResponse
 
 from kubellm.runtime.core.outputs import CompletionOutput, RequestOutput
 from kubellm.runtime.server.async_engine import EngineStepError, RequestStream
-from kubellm.runtime.server.errors import APIError
+from kubellm.runtime.server.errors import engine_error
 from kubellm.runtime.server.responses import ChoiceCursor
 
 
@@ -63,6 +63,6 @@ async def stream_choices(stream: RequestStream, n: int,
             yield sse(final_chunk(last))
         yield sse("[DONE]")
     except EngineStepError as exc:
-        yield sse(APIError(500, str(exc)).body())
+        yield sse(engine_error(exc).body())
     finally:
         stream.close()
