@@ -123,14 +123,15 @@ class ModelRunner:
                       residual=None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The model (or this rank's pipeline stage of it): a CUDA graph's replay for a
         decode step that fits one, else eager. A later stage starts from ``hidden`` and
-        ``residual``."""
+        ``residual``; the last stage gives no residual out (None)."""
         if self.graphs is not None and meta.is_decode_only and self.graphs.fits(meta):
             return self.graphs.replay(token_ids, positions, meta, hidden, residual)
         set_metadata(meta)
         try:
-            return self.model(token_ids, positions, hidden, residual)
+            hidden, residual = self.model(token_ids, positions, hidden, residual)
         finally:
             set_metadata(None)
+        return hidden, None if self.model.is_last_stage else residual
 
     def prepare_inputs(self, out: SchedulerOutput, block_tables: list[list[int]],
                        ahead_of: "StepHandle | None" = None):
