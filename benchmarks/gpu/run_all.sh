@@ -8,6 +8,10 @@
 #     SmolLM2 tokenizer files in .serve-bench/tokenizer (tests read KUBELLM_TEST_TOKENIZER_DIR);
 #     then benchmarks/gpu/multi_gpu.py (TP/PP vs TP=1, W scaling, collective times) with
 #     MULTI_ARGS (default "--budget-s 420": it starts no configuration past that)
+#   STAGES="mp" bash benchmarks/gpu/run_all.sh      # one GPU: workload W through the
+#     multi-process engine at one rank (NCCL) vs the single-process engine in one run, and
+#     GPU memory after each engine's shutdown (benchmarks/gpu/mp_engine.py), then the
+#     lifecycle GPU test (tests/gpu/test_engine_lifecycle_cuda.py); ~5 min
 # Results land in $OUT (JSON, PNG, logs).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -30,6 +34,10 @@ for stage in $STAGES; do
     serve)   bash benchmarks/serving/run_h200.sh "$OUT" .serve-bench/tokenizer .serve-bench/whl \
                -- --request-rates 4,16,inf --num-prompts 64 --max-model-len 2048 \
                --max-num-seqs 128 2>&1 | tail -20 ;;
+    mp)      python3 -m benchmarks.gpu.mp_engine --out "$OUT" 2>&1 \
+               | tee "$OUT/mp_engine.log" | grep -v Warning | tail -20
+             python3 -m pytest -m gpu tests/gpu/test_engine_lifecycle_cuda.py -q \
+               -p no:cacheprovider 2>&1 | tee "$OUT/mp_lifecycle_tests.log" | tail -5 ;;
     multi)   KUBELLM_TEST_TOKENIZER_DIR=$PWD/.serve-bench/tokenizer NCCL_NVLS_ENABLE=0 python3 -m pytest -m gpu tests/runtime/distributed -q \
                -p no:cacheprovider 2>&1 | tee "$OUT/multi_gpu_tests.log" | tail -20
              # shellcheck disable=SC2086  # MULTI_ARGS is a list of flags

@@ -1,5 +1,5 @@
-"""One offline generation in its own process (a distributed engine owns its process: one
-process group per process, and a failing group ends the process).
+"""One offline generation in its own process (a process holds one multi-process engine at
+a time, and a test's process stays clear of torch.distributed's process-wide state).
 
 ``python llm_job.py JOB.json RESULT.json``; the job holds ``model``, ``engine`` (LLM
 keyword arguments), ``prompts`` and ``params`` (one SamplingParams dict per prompt).

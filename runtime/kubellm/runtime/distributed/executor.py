@@ -63,6 +63,7 @@ class DistributedExecutor:
         self._table_diffs = BlockTableDiffs()
         self._last_sent = time.monotonic()
         self._closed = False
+        self._closing = threading.Event()  # wakes the keep-alive thread at shutdown
         self._is_mid_step = False
         # Idle workers wait for the next message in a collective that would time out.
         self._keepalive_s = max(1.0, timeout_s / 4)
@@ -82,6 +83,7 @@ class DistributedExecutor:
                          daemon=True).start()
 
     # ---- the engine's executor interface ---------------------------------------------
+    @torch.inference_mode()
     def launch(self, out, block_tables, ahead_of: StepHandle | None = None) -> StepHandle:
         work = StepWork.from_schedule(self._num_steps, out, block_tables, self.layout.pp_size,
                                       self._table_diffs)
@@ -181,6 +183,7 @@ class DistributedExecutor:
         if self._closed:
             return
         self._closed = True
+        self._closing.set()
         # out of the heartbeat group before it is destroyed; a dead peer ends a round
         # at once, a hung one after the heartbeat timeout
         is_out = self.heartbeat.stop(wait_s=self._heartbeat_timeout_s + 2.0)
@@ -212,8 +215,7 @@ class DistributedExecutor:
         self._last_sent = time.monotonic()
 
     def _keep_alive(self) -> None:
-        while not self._closed and self.dead_error is None:
-            time.sleep(self._keepalive_s / 4)
+        while not self._closing.wait(self._keepalive_s / 4) and self.dead_error is None:
             if time.monotonic() - self._last_sent < self._keepalive_s:
                 continue
             if not self._lock.acquire(blocking=False):
