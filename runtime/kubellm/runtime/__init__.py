@@ -19,9 +19,10 @@ the bottom up (each may import only those listed before it, and kubellm.kernels)
 The runtime never imports kubellm.operator: the two meet only in the contract of flags,
 env variables, ports and metric names, which tests/contract holds.
 """
+from kubellm.runtime.core.errors import EngineDeadError
 from kubellm.runtime.core.sampling_params import SamplingParams
 
-__all__ = ["LLM", "LLMEngine", "EngineConfig", "SamplingParams"]
+__all__ = ["LLM", "LLMEngine", "EngineConfig", "SamplingParams", "EngineDeadError"]
 
 
 def __getattr__(name):  # torch-heavy names load on first use

@@ -184,6 +184,7 @@ class DistributedExecutor:
             return
         self._closed = True
         self._closing.set()
+        self.supervisor.expect_exit()
         # out of the heartbeat group before it is destroyed; a dead peer ends a round
         # at once, a hung one after the heartbeat timeout
         is_out = self.heartbeat.stop(wait_s=self._heartbeat_timeout_s + 2.0)

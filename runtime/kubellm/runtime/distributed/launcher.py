@@ -108,6 +108,10 @@ class WorkerSupervisor:
         if self.on_failure is not None:
             self.on_failure(reason)
 
+    def expect_exit(self) -> None:
+        """The workers are about to be told to stop: their exits are no failure."""
+        self._stopping = True
+
     def stop(self, grace_s: float = STOP_GRACE_S) -> None:
         """Orderly end: wait for workers told to shut down, kill what lingers."""
         self._stopping = True

@@ -6,28 +6,21 @@ checks stop conditions. With async scheduling (the default) the engine runs one 
 ahead: it launches step N+1 before it post-processes step N. A request with ``n > 1``
 runs as n sequences (ids ``<id>#<i>``) and is reported as one RequestOutput.
 
-Lifecycle: ``shutdown()`` — also run when the engine is garbage collected and, for a
-multi-process engine, at interpreter exit — stops its workers, leaves its process groups
-and frees its weights, KV cache and CUDA graphs, so that another engine of any layout can
-start in the same process. An engine whose executor fails (a worker process or rank
-lost) is dead: ``errored`` turns True, ``dead_error`` says why, its requests fail with
-that EngineDeadError and the dead callbacks run (the server turns unready and exits).
+Shutting down, and an engine that died: engine/lifecycle.py.
 """
 from __future__ import annotations
 
 import logging
 import time
-import weakref
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from kubellm.runtime.config import EngineConfig
-from kubellm.runtime.core.errors import EngineDeadError
 from kubellm.runtime.core.output_processor import Group, OutputProcessor
 from kubellm.runtime.core.outputs import RequestOutput
 from kubellm.runtime.core.request import Request
 from kubellm.runtime.core.sampling_params import ParameterError, SamplingParams
 from kubellm.runtime.core.scheduler import Scheduler, SchedulerOutput
+from kubellm.runtime.engine.lifecycle import EngineLifecycle
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +52,7 @@ class EngineStats:
     prefix_cache_hits_total: int
 
 
-class LLMEngine:
+class LLMEngine(EngineLifecycle):
     def __init__(self, config: EngineConfig, tokenizer, executor, kv, scheduler: Scheduler,
                  eos_token_ids: set[int], model_name: str, model_dir: str):
         self.config = config
@@ -79,54 +72,12 @@ class LLMEngine:
         # async scheduling: the step launched last, its samples not yet on the host
         self.run_ahead = config.async_scheduling and hasattr(executor, "launch")
         self._in_flight: tuple[SchedulerOutput, object] | None = None
-        self._shut_down: EngineDeadError | None = None
-        self._shutdown_hooks: list[Callable[[], None]] = []
-        # holds the executor, never the engine: dropping the last reference to the engine
-        # runs it; at interpreter exit too when worker processes must be stopped
-        self._finalizer = weakref.finalize(self, _release, executor, self._shutdown_hooks)
-        self._finalizer.atexit = getattr(executor, "needs_shutdown_at_exit", False)
+        self._init_lifecycle(executor)
 
     @classmethod
     def from_config(cls, config: EngineConfig) -> "LLMEngine":
         from kubellm.runtime.engine.builder import build_engine
         return build_engine(cls, config)
-
-    # ---- lifecycle -------------------------------------------------------------------
-    def shutdown(self) -> None:
-        """Drop every request, stop the workers, leave the process groups and free the
-        weights, KV cache and CUDA graphs. Idempotent; the engine refuses work afterwards."""
-        if self._shut_down is not None:
-            return
-        self._shut_down = EngineDeadError("this engine was shut down")
-        self._in_flight = None
-        for request_id in list(self.output.groups):
-            self.abort_request(request_id)
-        self._finalizer()
-
-    def add_shutdown_hook(self, hook: Callable[[], None]) -> None:
-        """``hook()`` runs after the executor has shut down (and only once)."""
-        self._shutdown_hooks.append(hook)
-
-    @property
-    def dead_error(self) -> EngineDeadError | None:
-        """Why this engine can run nothing any more (shut down or failed), else None."""
-        return self._shut_down or getattr(self.executor, "dead_error", None)
-
-    @property
-    def errored(self) -> bool:
-        return self.dead_error is not None
-
-    def add_dead_callback(self, callback: Callable[[EngineDeadError], None]) -> None:
-        """``callback(error)`` runs once if the executor fails, on the thread that noticed
-        (a watchdog, the heartbeat or the engine's own); single-process engines never do."""
-        add = getattr(self.executor, "add_dead_callback", None)
-        if add is not None:
-            add(callback)
-
-    def remove_dead_callback(self, callback) -> None:
-        remove = getattr(self.executor, "remove_dead_callback", None)
-        if remove is not None:
-            remove(callback)
 
     # ---- requests ------------------------------------------------------------------
     def add_request(self, request_id: str, prompt: str | list[int] | TokenizedPrompt,
@@ -297,13 +248,3 @@ class LLMEngine:
             prefix_cache_queries_total=self.kv.prefix_queries,
             prefix_cache_hits_total=self.kv.prefix_hits)
 
-
-def _release(executor, hooks: list[Callable[[], None]]) -> None:
-    """The engine's finalizer: shut the executor down, then the hooks."""
-    try:
-        shutdown = getattr(executor, "shutdown", None)
-        if shutdown is not None:
-            shutdown()
-    finally:
-        for hook in hooks:
-            hook()
