@@ -80,7 +80,7 @@ def test_a_dead_worker_fails_its_engine_only(tiny_model_dir, dist_env):
 def test_a_hung_rank_misses_the_heartbeat(tiny_model_dir, dist_env, monkeypatch):
     """No traffic, and the worker's process is still there (stopped): only the heartbeat
     can tell, after KUBELLM_HEARTBEAT_TIMEOUT_S, and rank 0 names the rank."""
-    monkeypatch.setenv("KUBELLM_HEARTBEAT_TIMEOUT_S", "3")
+    monkeypatch.setenv("KUBELLM_HEARTBEAT_TIMEOUT_S", "5")
     llm = LLM(tiny_model_dir, **ENGINE, tensor_parallel_size=2)
     worker = _worker(llm.engine)
     try:

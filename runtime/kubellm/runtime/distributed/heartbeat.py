@@ -79,7 +79,9 @@ class Heartbeat:
 
 
 def _first_line(exc: Exception) -> str:
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    # gloo prefixes its own source location: keep what it says, not where
-    text = " ".join(lines[:3]) if lines else repr(exc)
-    return text.split("] ", 1)[-1] if text.startswith("[") else text
+    """What gloo says, without its source location and advice: "Connection closed by
+    peer [10.0.3.7]:41234", "[Rank 0]: Ranks 1 failed to pass monitoredBarrier in ..."."""
+    text = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+    if text.startswith("[/"):  # [/path/to/pair.cc:553] ...
+        text = text.split("] ", 1)[-1]
+    return text.split(". ", 1)[0] or repr(exc)
