@@ -33,6 +33,7 @@ from kubellm.runtime.distributed.stage import describe_rank
 from kubellm.runtime.distributed.step_work import BlockTableDiffs, StepWork
 from kubellm.runtime.parallel import state as ps
 from kubellm.runtime.worker.model_runner import StepHandle
+from kubellm.runtime.worker.sampled_batch import to_device
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +91,7 @@ class DistributedExecutor:
         late_tokens = None
         if any(work.late):  # inputs still being sampled by the step before, on the device
             rows = [ahead_of.row_of[r] for r, late in zip(work.request_ids, work.late) if late]
-            late_tokens = ahead_of.batch.token_ids[torch.tensor(rows, device=self.device)]
+            late_tokens = ahead_of.batch.token_ids[to_device(rows, torch.int64, self.device)]
         with self._lock:
             self._check_alive()
             self._num_steps += 1
