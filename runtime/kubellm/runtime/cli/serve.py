@@ -47,14 +47,6 @@ def run(args: argparse.Namespace) -> int:
     engine_config, server_config = resolve_configs(args)
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from kubellm.runtime.engine.llm_engine import LLMEngine
-    from kubellm.runtime.server.app import build_app
-    from kubellm.runtime.server.lifecycle import serve
+    from kubellm.runtime.server.supervisor import serve
 
-    try:
-        engine = LLMEngine.from_config(engine_config)
-    except ConfigError as exc:
-        print(f"kubellm: error: {exc}", file=sys.stderr)
-        return 2
-    serve(build_app(engine, server_config), server_config)
-    return 0
+    return serve(engine_config, server_config)
