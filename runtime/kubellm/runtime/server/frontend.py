@@ -31,6 +31,7 @@ def run_frontend(index: int, info: CoreInfo, ipc_dir: str, config: ServerConfig,
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     tokenizer = load_tokenizer(info)
+    logger.info("API server %d (pid %d) started", index, os.getpid())
     died = []
 
     def core_exited():

@@ -21,8 +21,22 @@ CLIENT_CLOSED = 499  # nginx's code for "client closed request"; nobody reads it
 
 
 def _documented_body(model_cls) -> dict:
+    """The body's JSON schema as OpenAPI wants it: self-contained (pydantic's "$defs"
+    references are inlined; none of our bodies is recursive)."""
+    schema = model_cls.model_json_schema()
+    defs = schema.pop("$defs", {})
+
+    def inline(node):
+        if isinstance(node, dict):
+            ref = node.get("$ref", "")
+            if ref.startswith("#/$defs/"):
+                return inline(defs[ref.rsplit("/", 1)[1]])
+            return {k: inline(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [inline(v) for v in node]
+        return node
     return {"requestBody": {"required": True, "content": {
-        "application/json": {"schema": model_cls.model_json_schema()}}}}
+        "application/json": {"schema": inline(schema)}}}}
 
 
 @router.post("/v1/completions", openapi_extra=_documented_body(CompletionRequest))
