@@ -3,6 +3,8 @@
 # checkpoint, `kubellm serve` launched on it and driven over HTTP with Poisson arrivals,
 # then the same schedule through the engine in process (no HTTP), for the HTTP overhead.
 #   benchmarks/serving/run_h200.sh OUT_DIR TOKENIZER_DIR [WHEELS_DIR] [-- extra bench flags]
+# (tests/benchmarks/test_serve_stage.py runs it on CPU with a tiny MODEL_DIR and
+# --device cpu: the same script, shrunk, so it cannot fail on the GPU for a Python error)
 # WHEELS_DIR: wheels of what the GPU image lacks (fastapi, starlette, uvicorn, pydantic...).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -22,7 +24,8 @@ fi
 export PYTHONPATH=$PWD/runtime:$PWD/kernels${PYTHONPATH:+:$PYTHONPATH}
 "$python" -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name())"
 model=${MODEL_DIR:-/tmp/llama3-8b-random}
-[ -f "$model/model.safetensors.index.json" ] ||
+# MODEL_DIR holding any checkpoint (a tiny one: the CPU smoke test) is used as it is
+[ -f "$model/config.json" ] ||
   "$python" -m benchmarks.serving.make_random_llama "$model" --tokenizer "$tokenizer" \
     ${NUM_LAYERS:+--num-layers $NUM_LAYERS}
 # prompts ~512 tokens, outputs 128 (BENCHMARKS.md, serving); ids within the tokenizer's vocab

@@ -18,13 +18,14 @@ import logging
 import os
 import signal
 import sys
+import time
 
 import zmq
 
 from kubellm.runtime.config import EngineConfig
 from kubellm.runtime.config_sources import ConfigError
 from kubellm.runtime.core.sampling_params import ParameterError
-from kubellm.runtime.engine_core import wire
+from kubellm.runtime.engine_core import profiler, wire
 from kubellm.runtime.engine_core.output_delta import DeltaEncoder
 
 log = logging.getLogger("kubellm.engine_core")
@@ -79,6 +80,7 @@ def run_engine_core(config: EngineConfig, ipc_dir: str, num_frontends: int, read
         ready_conn.send(("error", f"{type(exc).__name__}: {exc}"))
         raise SystemExit(1) from None
     core = EngineCore(engine, ipc_dir, num_frontends, parent_pid)
+    profiler.start_if_asked("engine_core", core.timings)
     tokenizer = config.tokenizer or getattr(engine, "model_dir", None) or config.model
     ready_conn.send(("ready", CoreInfo(engine.model_name, engine.config.max_model_len,
                                        int(engine.vocab_size), str(tokenizer), os.getpid())))
@@ -107,6 +109,8 @@ class EngineCore:
             sock.connect(wire.output_address(ipc_dir, index))
             self.outputs.append(sock)
         self._pending = [_Outbox() for _ in range(num_frontends)]
+        # seconds per phase of the loop, summed (written with a profile, see profiler.py)
+        self.timings = {"receive_s": 0.0, "step_s": 0.0, "send_s": 0.0, "steps": 0}
         self._last_stats: dict | None = None
         self._exit_code: int | None = None
         self._poller = zmq.Poller()
@@ -123,14 +127,24 @@ class EngineCore:
 
     # ---- the loop --------------------------------------------------------------------
     def run(self) -> int:
+        t = self.timings
+        clock = time.perf_counter
         while self._exit_code is None:
             busy = self.engine.has_unfinished_requests()
+            t0 = clock()
             self._receive(0 if busy else IDLE_POLL_MS)
+            t1 = clock()
             if self._exit_code is not None:
                 break
             if self.engine.has_unfinished_requests():
                 self._step()
+                t["steps"] += 1
+            t2 = clock()
             self._flush()
+            t["send_s"] += clock() - t2
+            t["step_s"] += t2 - t1
+            if busy:  # waiting for work is not the loop's cost
+                t["receive_s"] += t1 - t0
         self._abort_everything("the server is shutting down", kind="shutdown")
         self._flush()
         return self._exit_code

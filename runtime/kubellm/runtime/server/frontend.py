@@ -10,6 +10,7 @@ import os
 import socket
 import sys
 
+from kubellm.runtime.engine_core import profiler
 from kubellm.runtime.engine_core.client import EngineCoreClient
 from kubellm.runtime.engine_core.core_proc import CoreInfo
 from kubellm.runtime.server.app import build_app
@@ -30,6 +31,7 @@ def run_frontend(index: int, info: CoreInfo, ipc_dir: str, config: ServerConfig,
     os.setpgid(0, 0)  # a terminal's Ctrl-C reaches the supervisor only, which relays it
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    profiler.start_if_asked(f"api_server_{index}")
     tokenizer = load_tokenizer(info)
     logger.info("API server %d (pid %d) started", index, os.getpid())
     died = []
