@@ -22,7 +22,8 @@ if [ -n "$wheels" ] && [ "$wheels" != "-" ]; then
 fi
 # the project itself, from its source roots (nothing is installed, nothing can be fetched)
 export PYTHONPATH=$PWD/runtime:$PWD/kernels${PYTHONPATH:+:$PYTHONPATH}
-"$python" -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name())"
+"$python" -c "import torch; print('torch', torch.__version__,
+  torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU (CPU smoke run)')"
 model=${MODEL_DIR:-/tmp/llama3-8b-random}
 # MODEL_DIR holding any checkpoint (a tiny one: the CPU smoke test) is used as it is
 [ -f "$model/config.json" ] ||

@@ -61,6 +61,10 @@ def completion_prompt(state: ServerState, body: CompletionRequest
     if isinstance(prompt, str):
         check_chars(state, len(prompt), "prompt")
         return state.tokenizer.encode(prompt), prompt
+    if len(prompt) >= state.max_model_len:  # before scanning a million ids
+        raise bad_request(f"prompt has {len(prompt)} tokens; this model's maximum context "
+                          f"length is {state.max_model_len}", param="prompt",
+                          code="context_length_exceeded")
     bad = [t for t in prompt if not 0 <= t < state.vocab_size]
     if bad:
         raise bad_request(f"prompt holds token id {bad[0]}, out of range [0, {state.vocab_size})",
