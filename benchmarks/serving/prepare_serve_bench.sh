@@ -22,5 +22,6 @@ PY
   --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform any \
   -d "$dest/whl" fastapi starlette uvicorn pydantic pydantic-core annotated-types \
   typing-inspection typing-extensions annotated-doc opentelemetry-api anyio click h11 \
-  httpx httpcore sniffio certifi idna pyyaml
+  httpx httpcore sniffio certifi idna pyyaml pyzmq msgspec orjson uvloop httptools \
+  prometheus-client
 ls "$dest/tokenizer" "$dest/whl"

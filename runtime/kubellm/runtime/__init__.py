@@ -14,7 +14,9 @@ the bottom up (each may import only those listed before it, and kubellm.kernels)
 - ``assembly.py``: what a single-process and a distributed engine are both built from.
 - ``distributed/``: tensor- and pipeline-parallel ranks over torch.distributed.
 - ``engine/``: LLMEngine, the offline LLM API, and the builder that picks an assembly.
-- ``server/``: the HTTP front end; ``cli/`` (with ``cli/bench``): the ``kubellm`` commands.
+- ``engine_core/``: the engine in its own process, and the client front ends reach it with.
+- ``server/``: the HTTP front ends and the supervisor of ``kubellm serve``; ``cli/`` (with
+  ``cli/bench``): the ``kubellm`` commands.
 
 The runtime never imports kubellm.operator: the two meet only in the contract of flags,
 env variables, ports and metric names, which tests/contract holds.

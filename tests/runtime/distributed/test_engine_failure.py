@@ -2,7 +2,8 @@
 a killed worker fails its engine's requests with an error naming it, a single-process
 engine in the same process keeps working, and the process can start another multi-process
 engine; a hung rank misses the heartbeat and is named; a server over a dead engine ends
-its requests in flight with 503, turns unready and refuses new work.
+its requests in flight with 503 naming the rank, turns unready, refuses new work, and its
+engine core process exits 1.
 
 Deadlines poll at most 30 s: a dead worker is seen within a watchdog poll (0.2 s) or a
 heartbeat round (1 s); the margin is for a loaded CI machine, not what is measured.
@@ -22,7 +23,7 @@ import torch.distributed as dist
 from kubellm.runtime import LLM, SamplingParams
 from kubellm.runtime.core.errors import EngineDeadError
 from tests.runtime.distributed.conftest import DIST_ENV
-from tests.runtime.distributed.test_worker_failure import _is_gone, _wait_for
+from tests.runtime.distributed.test_worker_failure import _is_gone, _wait_for, _workers
 from tests.runtime.server.conftest import ServerThread
 
 NOTICED_WITHIN_S = 30
@@ -100,42 +101,41 @@ def test_a_hung_rank_misses_the_heartbeat(tiny_model_dir, dist_env, monkeypatch)
 
 def test_a_dead_engine_answers_503_and_turns_unready(tiny_model_dir, dist_env):
     with ServerThread(tiny_model_dir, {"tensor_parallel_size": 2}) as server:
-        engine = server.engine
-        try:
-            body = {"model": "tiny", "prompt": "Once upon a time", "max_tokens": 200,
-                    "ignore_eos": True}
-            first_chunk, events, answers = threading.Event(), [], []
+        body = {"model": "tiny", "prompt": "Once upon a time", "max_tokens": 200,
+                "ignore_eos": True}
+        first_chunk, events, answers = threading.Event(), [], []
 
-            def stream():
-                with httpx.stream("POST", server.url + "/v1/completions", timeout=60,
-                                  json={**body, "stream": True}) as response:
-                    for line in response.iter_lines():
-                        if line.startswith("data: {"):
-                            first_chunk.set()
-                            events.append(json.loads(line.removeprefix("data: ")))
+        def stream():
+            with httpx.stream("POST", server.url + "/v1/completions", timeout=60,
+                              json={**body, "stream": True}) as response:
+                for line in response.iter_lines():
+                    if line.startswith("data: {"):
+                        first_chunk.set()
+                        events.append(json.loads(line.removeprefix("data: ")))
 
-            def whole():
-                answers.append(httpx.post(server.url + "/v1/completions", json=body,
-                                          timeout=60))
-            clients = [threading.Thread(target=f, daemon=True) for f in (stream, whole)]
-            for client in clients:
-                client.start()
-            assert first_chunk.wait(60)
-            _wait_for(lambda: server.state.async_engine.stats.num_running == 2, 30,
-                      "both requests to run")
-            os.kill(_worker(engine), signal.SIGKILL)
-            for client in clients:
-                client.join(NOTICED_WITHIN_S)
-            [answer] = answers
-            assert answer.status_code == 503 and answer.headers["Retry-After"]
-            assert "worker rank 1" in answer.json()["error"]["message"]
-            error = events[-1]["error"]
-            assert error["code"] == "service_unavailable" and "worker rank 1" in \
-                error["message"]
-            assert httpx.get(server.url + "/ready").status_code == 503
-            assert httpx.get(server.url + "/health").status_code == 503
-            refused = httpx.post(server.url + "/v1/completions", json=body, timeout=30)
-            assert refused.status_code == 503
-            assert "worker rank 1" in refused.json()["error"]["message"]
-        finally:
-            engine.shutdown()
+        def whole():
+            answers.append(httpx.post(server.url + "/v1/completions", json=body,
+                                      timeout=60))
+        clients = [threading.Thread(target=f, daemon=True) for f in (stream, whole)]
+        for client in clients:
+            client.start()
+        assert first_chunk.wait(60)
+        _wait_for(lambda: server.stats is not None and server.stats.num_running == 2, 30,
+                  "both requests to run")
+        [worker] = _workers(server.core.process.pid).values()  # the engine core's rank
+        os.kill(worker, signal.SIGKILL)
+        for client in clients:
+            client.join(NOTICED_WITHIN_S)
+        [answer] = answers
+        assert answer.status_code == 503 and answer.headers["Retry-After"]
+        assert "worker rank 1" in answer.json()["error"]["message"]
+        error = events[-1]["error"]
+        assert error["code"] == "service_unavailable" and "worker rank 1" in \
+            error["message"]
+        server.core.process.join(NOTICED_WITHIN_S)
+        assert server.core.process.exitcode == 1
+        _wait_for(lambda: httpx.get(server.url + "/ready").status_code == 503, 30,
+                  "/ready to turn 503")
+        assert httpx.get(server.url + "/health").status_code == 503
+        refused = httpx.post(server.url + "/v1/completions", json=body, timeout=30)
+        assert refused.status_code == 503

@@ -123,6 +123,21 @@ class LLMEngine(EngineLifecycle):
         for seq in group.sequences:
             self.scheduler.finish_request(seq, "abort")
 
+    def finish_sequence(self, request_id: str, index: int, reason: str = "stop") -> None:
+        """End one of a request's n sequences early (the server found a stop string in
+        its text); the request ends with its last sequence."""
+        group = self.output.groups.get(request_id)
+        if group is None:
+            return
+        seq = group.sequences[index]
+        if not seq.is_finished:
+            self.scheduler.finish_request(seq, reason)
+        if all(s.is_finished for s in group.sequences):
+            self.output.groups.pop(request_id, None)
+
+    def has_request(self, request_id: str) -> bool:
+        return request_id in self.output.groups
+
     @property
     def vocab_size(self) -> int:
         return self.executor.vocab_size

@@ -1,10 +1,16 @@
-"""The OpenAI-compatible HTTP server: FastAPI app over an asyncio wrapper of the engine.
+"""The OpenAI-compatible HTTP server: API server processes in front of the engine core.
 
-``config`` (ServerConfig), ``async_engine`` (engine loop in its own thread), ``protocol``
-(request bodies -> SamplingParams), ``errors`` (OpenAI error shape), ``routes_*``
-(endpoints), ``streaming`` (SSE chunks), ``metrics`` (Prometheus), ``lifecycle``
-(uvicorn + SIGTERM drain), ``app`` (wires them together).
+``supervisor`` (``kubellm serve``'s main process: starts the core and the API servers,
+watches them), ``frontend`` (one API server process), ``app`` (the FastAPI app of one),
+``config`` (ServerConfig), ``body_limit`` (413 / 415 before a body is read),
+``json_body`` (parsing with bounds), ``protocol`` (request bodies -> SamplingParams),
+``generation`` (parse, template and tokenize off the event loop; admit; collect),
+``errors`` (OpenAI error shape), ``routes_*`` (endpoints), ``streaming`` (SSE chunks),
+``fast_json`` (orjson out), ``metrics`` (Prometheus, multiprocess-aware), ``lifecycle``
+(uvicorn + SIGTERM drain), ``admission`` (API key, draining, queue bound),
+``async_engine`` (the engine in a thread of this process: the benchmark's in-process
+comparison).
 
-May import: ``engine``, ``core`` and ``config*``. Nothing below ``engine`` reaches
-the server.
+May import: ``engine_core``, ``engine``, ``core`` and ``config*``. Nothing below
+``engine`` reaches the server.
 """

@@ -1,14 +1,13 @@
-"""AsyncLLMEngine: the engine's step loop in a dedicated thread, fed and drained by asyncio.
+"""AsyncLLMEngine: the engine's step loop in a thread of this process, fed and drained by
+asyncio. The server runs the engine in its own process (engine_core/); this in-process
+client is what ``kubellm bench serve --compare-in-process`` measures HTTP against.
 
 ``LLMEngine.step()`` is blocking CPU/GPU work and the engine is not thread-safe, so one
 thread owns it: every add and abort travels to that thread through a command queue, and
 each step's outputs travel back to the event loop in one ``call_soon_threadsafe``. The
 event loop therefore never blocks on the model, and no request can take the loop down:
 an add that fails fails only its caller; a step that raises fails the requests in flight
-and the loop keeps serving new ones. An engine that dies (a worker process or rank lost:
-LLMEngine.errored) is different: the moment it is noticed every request in flight ends
-with EngineUnavailableError (HTTP 503), ``is_alive`` turns False (/ready, /health and
-admission answer 503) and ``dead_error`` tells the server to exit non-zero.
+and the loop keeps serving new ones.
 """
 from __future__ import annotations
 
@@ -18,35 +17,18 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable
 
-from kubellm.runtime.core.errors import EngineDeadError
 from kubellm.runtime.engine.llm_engine import TokenizedPrompt
 from kubellm.runtime.core.outputs import RequestOutput
 from kubellm.runtime.core.sampling_params import SamplingParams
+from kubellm.runtime.engine_core.streams import EngineHooks, EngineStepError, RequestStream
 
 logger = logging.getLogger("kubellm.server")
 
 IDLE_WAKEUP_S = 0.5  # an idle loop re-checks for stop() this often
 
 
-class EngineStepError(RuntimeError):
-    """The engine raised inside step(); every request in flight at that moment fails."""
-    status = 500
 
-
-class EngineUnavailableError(EngineStepError):
-    """The engine is dead: retry on another replica (503)."""
-    status = 503
-
-
-@dataclass
-class RequestTimes:
-    """Per-request timestamps (time.monotonic) for the latency histograms."""
-    arrival: float
-    first_token: float | None = None
-    last_token: float | None = None
-    num_tokens: int = 0
 
 
 @dataclass
@@ -63,11 +45,6 @@ class _Abort:
     request_id: str
 
 
-@dataclass
-class EngineHooks:
-    """Callbacks into the metrics layer; all run on the event loop thread."""
-    on_output: Callable[[RequestOutput, RequestTimes, float], None] = lambda *a: None
-    on_abort: Callable[[RequestTimes], None] = lambda *a: None
 
 
 class AsyncLLMEngine:
@@ -90,10 +67,8 @@ class AsyncLLMEngine:
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="kubellm-engine", daemon=True)
         self._thread.start()
-        self.engine.add_dead_callback(self._on_engine_dead)
 
     def stop(self, timeout: float = 10.0) -> None:
-        self.engine.remove_dead_callback(self._on_engine_dead)
         self._stopping = True
         self._wakeup.set()
         if self._thread is not None:
@@ -101,22 +76,7 @@ class AsyncLLMEngine:
 
     @property
     def is_alive(self) -> bool:
-        return self._thread is not None and self._thread.is_alive() and \
-            not self._stopping and not self.engine.errored
-
-    @property
-    def dead_error(self) -> EngineDeadError | None:
-        """Why the engine can serve nothing any more (the server then exits non-zero)."""
-        return self.engine.dead_error
-
-    def _on_engine_dead(self, error: EngineDeadError) -> None:
-        """Any thread: end every request in flight now, even while the engine thread is
-        stuck in the step that will fail."""
-        self._loop.call_soon_threadsafe(self._fail_streams, EngineUnavailableError(str(error)))
-
-    def _fail_streams(self, error: EngineStepError) -> None:
-        for request_id in list(self._streams):
-            self._deliver(request_id, error)
+        return self._thread is not None and self._thread.is_alive() and not self._stopping
 
     @property
     def num_waiting(self) -> int:
@@ -159,20 +119,24 @@ class AsyncLLMEngine:
     def _deliver(self, request_id: str, item) -> None:
         stream = self._streams.get(request_id)
         if stream is not None:
-            stream.queue.put_nowait(item)
+            stream.put(item)
+
+    def stream_closed(self, stream: RequestStream) -> None:
+        self._streams.pop(stream.request_id, None)
+        if not stream.finished:
+            self._send(_Abort(stream.request_id))
+            self.hooks.on_abort(stream.times)
 
     def _dispatch(self, outputs: list[RequestOutput], now: float) -> None:
         for out in outputs:
             stream = self._streams.get(out.request_id)
             if stream is None:  # already gone (client left); its abort is on the way
                 continue
-            if out.finished:
-                stream.finished = True
             try:
                 self.hooks.on_output(out, stream.times, now)
             except Exception:  # metrics must never break serving
                 logger.exception("metrics hook failed")
-            stream.queue.put_nowait(out)
+            stream.put(out)
 
     # ---- engine thread ----
     def _run(self) -> None:
@@ -212,9 +176,6 @@ class AsyncLLMEngine:
         try:
             self.engine.add_request(add.request_id, add.prompt, add.params,
                                     priority=add.priority)
-        except EngineDeadError as exc:
-            self._loop.call_soon_threadsafe(_settle, add.done, EngineUnavailableError(str(exc)))
-            return
         except Exception as exc:
             self._loop.call_soon_threadsafe(_settle, add.done, exc)
             return
@@ -229,8 +190,7 @@ class AsyncLLMEngine:
                 self.engine.abort_request(request_id)
             except Exception:
                 logger.exception("abort of %s after a failed step failed", request_id)
-        error = EngineUnavailableError(str(exc)) if isinstance(exc, EngineDeadError) else \
-            EngineStepError(f"engine step failed: {type(exc).__name__}: {exc}")
+        error = EngineStepError(f"engine step failed: {type(exc).__name__}: {exc}")
         for request_id in failed:
             self._loop.call_soon_threadsafe(self._deliver, request_id, error)
 
@@ -239,42 +199,6 @@ class AsyncLLMEngine:
             self.stats = self.engine.get_stats()
         except Exception:
             logger.exception("engine.get_stats failed")
-
-
-class RequestStream:
-    """One request's outputs, newest first: outputs are cumulative, so a consumer that
-    falls behind skips straight to the latest one."""
-
-    def __init__(self, owner: AsyncLLMEngine, request_id: str):
-        self.owner = owner
-        self.request_id = request_id
-        self.queue: asyncio.Queue = asyncio.Queue()
-        self.times = RequestTimes(arrival=time.monotonic())
-        self.finished = False
-        self._closed = False
-
-    def __aiter__(self):
-        return self
-
-    async def __anext__(self) -> RequestOutput:
-        if self._closed or (self.finished and self.queue.empty()):
-            raise StopAsyncIteration
-        item = await self.queue.get()
-        while not self.queue.empty() and not isinstance(item, BaseException):
-            item = self.queue.get_nowait()
-        if isinstance(item, BaseException):
-            raise item
-        return item
-
-    def close(self) -> None:
-        """Idempotent; aborts the request in the engine unless it already finished."""
-        if self._closed:
-            return
-        self._closed = True
-        self.owner._streams.pop(self.request_id, None)
-        if not self.finished:
-            self.owner._send(_Abort(self.request_id))
-            self.owner.hooks.on_abort(self.times)
 
 
 def _settle(future: asyncio.Future, exc: BaseException | None) -> None:

@@ -1,25 +1,41 @@
-"""From a validated request to an admitted engine request: model check, prompt rendering
-and tokenization, length checks, admission; and the two ways of waiting for the result
-(collect it whole while watching for a disconnect, or stream it)."""
+"""From the bytes of a request to an admitted engine request, and the two ways of waiting
+for its result (collect it whole while watching for a disconnect, or stream it).
+
+Everything that can take time in proportion to the input — JSON parsing, validation, the
+chat template, tokenization — runs in ``prepare`` on the front end's preprocessing
+threads, never on the event loop: probes and streams keep answering while a prompt at the
+size limit is tokenized (HF fast tokenizers release the GIL while they encode).
+"""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 
 from starlette.requests import Request
 
 from kubellm.runtime.core.outputs import RequestOutput
-from kubellm.runtime.core.sampling_params import ParameterError, SamplingParams
-from kubellm.runtime.server.async_engine import RequestStream
-from kubellm.runtime.server.errors import APIError, bad_request
-from kubellm.runtime.server.protocol import ChatCompletionRequest, CompletionRequest
+from kubellm.runtime.core.sampling_params import SamplingParams
+from kubellm.runtime.engine_core.streams import EngineDeadError, RequestStream
+from kubellm.runtime.server.errors import APIError, bad_request, unavailable
+from kubellm.runtime.server.protocol import (ChatCompletionRequest, CompletionRequest,
+                                             parse_body)
 from kubellm.runtime.server.responses import new_id
 from kubellm.runtime.server.state import ServerState
-
-from kubellm.runtime.engine.llm_engine import PromptTooLongError, TokenizedPrompt
 
 
 class ClientDisconnected(Exception):
     """The client went away before its (non-streaming) response was ready."""
+
+
+@dataclass
+class Prepared:
+    """A validated request, rendered and tokenized, ready for the engine."""
+    body: CompletionRequest | ChatCompletionRequest
+    request_id: str
+    params: SamplingParams
+    prompt_token_ids: list[int]
+    prompt_text: str | None
+    prompt_param: str           # the field a length error names
 
 
 def check_model(state: ServerState, model: str | None) -> None:
@@ -28,33 +44,46 @@ def check_model(state: ServerState, model: str | None) -> None:
                             f"'{state.model_name}'", param="model", code="model_not_found")
 
 
+def check_chars(state: ServerState, num_chars: int, prompt_param: str) -> None:
+    """Refuse before tokenizing a prompt whose length in characters alone proves it
+    longer than the context (no token covers more than ``max_chars_per_token``)."""
+    if num_chars > state.max_model_len * state.max_chars_per_token:
+        raise bad_request(f"{prompt_param} has {num_chars} characters, more than this "
+                          f"model's maximum context length of {state.max_model_len} tokens "
+                          "can hold", param=prompt_param, code="context_length_exceeded")
+
+
 def completion_prompt(state: ServerState, body: CompletionRequest
-                      ) -> tuple[TokenizedPrompt | list[int], int]:
-    """(prompt for the engine, its length in tokens). A string is tokenized here, as
-    offline ``LLM.generate`` tokenizes it, and goes to the engine with its ids."""
+                      ) -> tuple[list[int], str | None]:
+    """(token ids, text or None). A string is tokenized here, as offline
+    ``LLM.generate`` tokenizes it."""
     prompt = body.single_prompt()
     if isinstance(prompt, str):
-        ids = state.tokenizer.encode(prompt)
-        return TokenizedPrompt(prompt, ids), len(ids)
+        check_chars(state, len(prompt), "prompt")
+        return state.tokenizer.encode(prompt), prompt
+    if len(prompt) >= state.max_model_len:  # before scanning a million ids
+        raise bad_request(f"prompt has {len(prompt)} tokens; this model's maximum context "
+                          f"length is {state.max_model_len}", param="prompt",
+                          code="context_length_exceeded")
     bad = [t for t in prompt if not 0 <= t < state.vocab_size]
     if bad:
         raise bad_request(f"prompt holds token id {bad[0]}, out of range [0, {state.vocab_size})",
                           param="prompt")
-    return prompt, len(prompt)
+    return list(prompt), None
 
 
-def chat_prompt(state: ServerState, body: ChatCompletionRequest) -> tuple[list[int], int]:
+def chat_prompt(state: ServerState, body: ChatCompletionRequest) -> list[int]:
     """Render the messages with the tokenizer's chat template; tokenize without adding
     special tokens again (the template already holds BOS where the model wants one)."""
+    messages = body.template_messages()
+    check_chars(state, sum(len(m["content"]) for m in messages), "messages")
     try:
         text = state.tokenizer.apply_chat_template(
-            body.template_messages(), tokenize=False,
-            add_generation_prompt=body.add_generation_prompt)
+            messages, tokenize=False, add_generation_prompt=body.add_generation_prompt)
     except Exception as exc:  # jinja raises on role orders the template forbids
         raise bad_request(f"messages cannot be rendered by the chat template: {exc}",
                           param="messages") from None
-    ids = state.tokenizer.encode(text, add_special_tokens=False)
-    return ids, len(ids)
+    return state.tokenizer.encode(text, add_special_tokens=False)
 
 
 def check_length(state: ServerState, num_prompt_tokens: int, params: SamplingParams,
@@ -72,31 +101,39 @@ def check_length(state: ServerState, num_prompt_tokens: int, params: SamplingPar
                           param="max_tokens", code="context_length_exceeded")
 
 
-async def start(state: ServerState, body: CompletionRequest | ChatCompletionRequest
-                ) -> tuple[str, SamplingParams, RequestStream]:
-    """Validate, render, check and admit one request: (request id, params, its stream)."""
+def prepare(state: ServerState, raw: bytes, body_cls) -> Prepared:
+    """Parse, validate, render and tokenize (on a preprocessing thread)."""
+    body = parse_body(raw, body_cls)
     check_model(state, body.model)
     params = body.sampling_params()
     if isinstance(body, ChatCompletionRequest):
-        (prompt, num_tokens), prompt_param = chat_prompt(state, body), "messages"
+        ids, text, prompt_param = chat_prompt(state, body), None, "messages"
         request_id = new_id("chatcmpl")
     else:
-        (prompt, num_tokens), prompt_param = completion_prompt(state, body), "prompt"
+        (ids, text), prompt_param = completion_prompt(state, body), "prompt"
         request_id = new_id("cmpl")
-    check_length(state, num_tokens, params, prompt_param)
-    stream = await admit(state, request_id, prompt, params, body.priority, prompt_param)
-    return request_id, params, stream
+    check_length(state, len(ids), params, prompt_param)
+    return Prepared(body, request_id, params, ids, text, prompt_param)
 
 
-async def admit(state: ServerState, request_id: str, prompt: TokenizedPrompt | list[int],
-                params: SamplingParams, priority: int, prompt_param: str) -> RequestStream:
+async def start(state: ServerState, raw: bytes, body_cls) -> tuple[Prepared, RequestStream]:
+    """Prepare off the loop, then admit: (the prepared request, its stream)."""
+    state.num_preprocessing += 1
     try:
-        return await state.async_engine.add_request(request_id, prompt, params, priority)
-    except PromptTooLongError as exc:
-        raise bad_request(str(exc), param=prompt_param,
-                          code="context_length_exceeded") from None
-    except ParameterError as exc:
-        raise bad_request(str(exc), param=exc.param) from None
+        prepared = await asyncio.get_running_loop().run_in_executor(
+            state.preprocess_pool, prepare, state, raw, body_cls)
+    finally:
+        state.num_preprocessing -= 1
+    return prepared, await admit(state, prepared)
+
+
+async def admit(state: ServerState, prepared: Prepared) -> RequestStream:
+    try:
+        return await state.engine_client.add_request(
+            prepared.request_id, prepared.prompt_token_ids, prepared.params,
+            prepared.body.priority, prompt=prepared.prompt_text)
+    except EngineDeadError as exc:
+        raise unavailable(f"{exc}; retry the request") from None
     except ValueError as exc:
         raise bad_request(str(exc)) from None
 

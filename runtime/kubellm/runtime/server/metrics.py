@@ -2,16 +2,24 @@
 
 Each app owns its CollectorRegistry: prometheus_client's default registry is process
 global, and several servers may live in one process (tests, benchmarks). Engine-side
-numbers (queue depth, KV usage, token counters) are read from the engine's last stats
-snapshot at scrape time; latencies are observed as outputs reach the event loop.
+numbers (queue depth, KV usage, token counters) come from the engine core's stats, which
+it sends every front end with each step, and are read at scrape time; latencies are
+observed by the front end that streams the request, as its outputs arrive.
+
+With several front ends (``--api-server-count``), the supervisor sets
+PROMETHEUS_MULTIPROC_DIR before starting them: every front end then writes its
+histograms and counters to files there (prometheus_client's multiprocess mode, as vLLM
+does), and whichever front end a scrape reaches sums all of them.
 """
 from __future__ import annotations
+
+import os
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from kubellm.runtime.core.outputs import RequestOutput
-from kubellm.runtime.server.async_engine import AsyncLLMEngine, EngineHooks, RequestTimes
+from kubellm.runtime.engine_core.streams import EngineHooks, RequestTimes
 
 # Bucket edges as vLLM uses them, so histograms line up on shared dashboards.
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
@@ -38,17 +46,24 @@ _COUNTERS = (("vllm:prompt_tokens", "prompt_tokens_total", "prefill tokens proce
 class _EngineStatsCollector:
     """Gauges and counters read from the engine's stats snapshot at scrape time."""
 
-    def __init__(self, async_engine: AsyncLLMEngine, model_name: str):
-        self.async_engine = async_engine
+    def __init__(self, state, model_name: str):
+        self.state = state
         self.model_name = model_name
 
     def collect(self):
-        stats = self.async_engine.stats
+        client = self.state.engine_client
+        stats = client.stats
         waiting = GaugeMetricFamily("vllm:num_requests_waiting",
                                     "requests waiting to be scheduled (queue depth)",
                                     labels=["model_name"])
-        waiting.add_metric([self.model_name], self.async_engine.num_waiting)
+        waiting.add_metric([self.model_name], client.num_waiting)
         yield waiting
+        preprocessing = GaugeMetricFamily(
+            "kubellm:num_requests_preprocessing",
+            "requests this front end is parsing, templating or tokenizing",
+            labels=["model_name"])
+        preprocessing.add_metric([self.model_name], self.state.num_preprocessing)
+        yield preprocessing
         for name, attr, help_text in _GAUGES:
             gauge = GaugeMetricFamily(name, help_text, labels=["model_name"])
             gauge.add_metric([self.model_name], float(getattr(stats, attr, 0) or 0))
@@ -62,28 +77,39 @@ class _EngineStatsCollector:
 class ServerMetrics:
     def __init__(self, model_name: str):
         self.model_name = model_name
+        self.is_multiprocess = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
         self.registry = CollectorRegistry(auto_describe=False)
+        # multiprocess: values live in files; the registry would count them twice
+        own = None if self.is_multiprocess else self.registry
         labels = ["model_name"]
         self.ttft = Histogram("vllm:time_to_first_token_seconds", "time to first token",
-                              labels, buckets=TTFT_BUCKETS, registry=self.registry)
+                              labels, buckets=TTFT_BUCKETS, registry=own)
         self.itl = Histogram("vllm:inter_token_latency_seconds", "time between tokens",
-                             labels, buckets=ITL_BUCKETS, registry=self.registry)
+                             labels, buckets=ITL_BUCKETS, registry=own)
         self.e2e = Histogram("vllm:e2e_request_latency_seconds", "arrival to finish",
-                             labels, buckets=REQUEST_BUCKETS, registry=self.registry)
+                             labels, buckets=REQUEST_BUCKETS, registry=own)
         self.queue_time = Histogram("vllm:request_queue_time_seconds",
                                     "time waiting before first scheduled", labels,
-                                    buckets=REQUEST_BUCKETS, registry=self.registry)
+                                    buckets=REQUEST_BUCKETS, registry=own)
         self.success = Counter("vllm:request_success", "finished requests",
-                               labels + ["finished_reason"], registry=self.registry)
+                               labels + ["finished_reason"], registry=own)
         # series exist (at 0) from the start, so rates and dashboards work before traffic
         for histogram in (self.ttft, self.itl, self.e2e, self.queue_time):
             histogram.labels(model_name)
         for reason in ("stop", "length", "abort"):
             self.success.labels(model_name, reason)
 
-    def attach(self, async_engine: AsyncLLMEngine) -> None:
-        self.registry.register(_EngineStatsCollector(async_engine, self.model_name))
-        async_engine.hooks = EngineHooks(on_output=self.on_output, on_abort=self.on_abort)
+    def attach(self, state) -> None:
+        """Read engine stats from ``state.engine_client`` and observe its requests."""
+        self.registry.register(_EngineStatsCollector(state, self.model_name))
+        if self.is_multiprocess:
+            from prometheus_client import multiprocess
+            multiprocess.MultiProcessCollector(self.registry)
+        state.engine_client.hooks = EngineHooks(on_output=self.on_output,
+                                                on_abort=self.on_abort)
+
+    def exposition_registry(self) -> CollectorRegistry:
+        return self.registry
 
     def on_output(self, out: RequestOutput, times: RequestTimes, now: float) -> None:
         num_tokens = sum(len(o.token_ids) for o in out.outputs)

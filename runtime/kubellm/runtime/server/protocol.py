@@ -3,13 +3,13 @@ SamplingParams. Everything here is pure validation: a request that passes it is 
 hand to the engine; one that fails raises APIError 400 naming the parameter."""
 from __future__ import annotations
 
-import json
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kubellm.runtime.core.sampling_params import MAX_LOGPROBS, ParameterError, SamplingParams
 from kubellm.runtime.server.errors import bad_request
+from kubellm.runtime.server.json_body import parse_json_object
 
 # Unions whose per-member pydantic errors would only confuse; one sentence instead.
 _UNION_MESSAGES = {
@@ -51,6 +51,11 @@ class _SamplingFields(_Body):
     user: str | None = None
 
     def _sampling_params(self, max_tokens: int | None, logprobs: int | None) -> SamplingParams:
+        if self.stream_options is not None and not self.stream:
+            # as OpenAI and vLLM: options of a stream that is not one are a mistake
+            raise bad_request("stream_options is only allowed when stream is true",
+                              param="stream_options")
+
         def pick(value, default):
             return default if value is None else value
         try:
@@ -149,12 +154,7 @@ class ChatCompletionRequest(_SamplingFields):
 
 def parse_body(raw: bytes, model_cls: type[_Body]) -> _Body:
     """JSON bytes -> a validated request, or APIError 400 naming the first bad field."""
-    try:
-        data = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise bad_request(f"request body is not valid JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise bad_request("request body must be a JSON object")
+    data = parse_json_object(raw)
     try:
         return model_cls.model_validate(data)
     except ValidationError as exc:

@@ -11,9 +11,8 @@ from __future__ import annotations
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
 from kubellm.runtime.server import generation, responses
-from kubellm.runtime.server.async_engine import EngineStepError
-from kubellm.runtime.server.errors import APIError, engine_error
-from kubellm.runtime.server.protocol import CompletionRequest, parse_body
+from kubellm.runtime.server.errors import APIError, from_engine_error
+from kubellm.runtime.server.protocol import CompletionRequest
 from kubellm.runtime.server.responses import ChoiceCursor
 
 router = APIRouter()
@@ -25,7 +24,7 @@ async def ws_completions(websocket: WebSocket):
     state = websocket.app.state.kubellm
     try:
         while True:
-            raw = await websocket.receive_text()
+            raw = await _receive_raw(websocket)
             try:
                 await _serve_one(websocket, state, raw)
             except APIError as exc:
@@ -34,9 +33,21 @@ async def ws_completions(websocket: WebSocket):
         return
 
 
-async def _serve_one(websocket: WebSocket, state, raw: str) -> None:
-    body = parse_body(raw.encode(), CompletionRequest)
-    request_id, params, stream = await generation.start(state, body)
+async def _receive_raw(websocket: WebSocket) -> bytes:
+    message = await websocket.receive()
+    if message["type"] == "websocket.disconnect":
+        raise WebSocketDisconnect(message.get("code", 1000))
+    if message.get("bytes") is not None:
+        return message["bytes"]
+    return (message.get("text") or "").encode()
+
+
+async def _serve_one(websocket: WebSocket, state, raw: bytes) -> None:
+    if len(raw) > state.config.max_request_body_bytes:
+        raise APIError(413, f"message is larger than {state.config.max_request_body_bytes} "
+                            "bytes (--max-request-body-bytes)", code="request_too_large")
+    prepared, stream = await generation.start(state, raw, CompletionRequest)
+    request_id, params = prepared.request_id, prepared.params
     cursors = [ChoiceCursor(i) for i in range(params.n)]
     last = None
     try:
@@ -47,8 +58,8 @@ async def _serve_one(websocket: WebSocket, state, raw: str) -> None:
                 if step is not None:
                     await websocket.send_json({"index": comp.index, "text": step[0],
                                                "finish_reason": step[3]})
-    except EngineStepError as exc:
-        raise engine_error(exc) from None
+    except Exception as exc:
+        raise from_engine_error(exc) from None
     finally:
         stream.close()
     await websocket.send_json({"done": True, "id": request_id,
