@@ -27,6 +27,10 @@ RESOURCES = {
     "networking.k8s.io/v1/networkpolicies": ("NetworkPolicy", True, ()),
     "apps/v1/deployments": ("Deployment", True, ("status", "scale")),
     "apps/v1/statefulsets": ("StatefulSet", True, ("status", "scale")),
+    "v1/pods": ("Pod", True, ("status",)),
+    "v1/persistentvolumeclaims": ("PersistentVolumeClaim", True, ("status",)),
+    "batch/v1/jobs": ("Job", True, ("status",)),
+    "policy/v1/poddisruptionbudgets": ("PodDisruptionBudget", True, ("status",)),
     LLMD: (KIND, True, ("status", "scale")),
 }
 VERBS = {"list", "watch", "get", "create", "patch", "update", "delete"}

@@ -11,6 +11,9 @@ import asyncio
 
 import pytest
 
+from kubellm.operator.builders import model_cache as mc
+from kubellm.operator.validation import defaulted_spec
+
 from .emulator import LLMD, live, live_all
 from .harness import OperatorProcess, wait_until
 from .test_operator_emulated import (EVENTS, NS, condition, llmd_path, manifest, request)
@@ -19,6 +22,10 @@ LWS = "leaderworkerset.x-k8s.io/v1/leaderworkersets"
 SINGLE = {"model": {"source": {"huggingFace": "org/model"}}}
 MULTI = {"model": {"source": {"huggingFace": "org/big"}},
          "parallelism": {"tensor": 8, "pipeline": 2}}
+CACHED = {"model": {"source": {"huggingFace": "org/model-1B"}, "cache": {}}}
+# The loader Job's name: its cache key hashes the LLMDeployment's name, claim and model.
+LOADER_JOB = mc.job_name("chat", mc.cache_plan(
+    {"metadata": {"name": "chat"}}, defaulted_spec(CACHED)).key, 1)
 USER_LABELS = {"app": "web"}
 POD_TEMPLATE = {"metadata": {"labels": USER_LABELS},
                 "spec": {"containers": [{"name": "web", "image": "nginx"}]}}
@@ -47,6 +54,21 @@ def _user_object(kind: str, name: str) -> tuple[str, str, dict]:
                 {"apiVersion": "networking.k8s.io/v1", "kind": kind, "metadata": meta,
                  "spec": {"podSelector": {"matchLabels": USER_LABELS},
                           "policyTypes": ["Ingress"]}})
+    if kind == "PersistentVolumeClaim":
+        return ("v1/persistentvolumeclaims", f"/api/v1/namespaces/{NS}/persistentvolumeclaims",
+                {"apiVersion": "v1", "kind": kind, "metadata": meta,
+                 "spec": {"accessModes": ["ReadWriteOnce"],
+                          "resources": {"requests": {"storage": "1Gi"}}}})
+    if kind == "PodDisruptionBudget":
+        return ("policy/v1/poddisruptionbudgets",
+                f"/apis/policy/v1/namespaces/{NS}/poddisruptionbudgets",
+                {"apiVersion": "policy/v1", "kind": kind, "metadata": meta,
+                 "spec": {"minAvailable": 1, "selector": {"matchLabels": USER_LABELS}}})
+    if kind == "Job":
+        return ("batch/v1/jobs", f"/apis/batch/v1/namespaces/{NS}/jobs",
+                {"apiVersion": "batch/v1", "kind": kind, "metadata": meta,
+                 "spec": {"template": {**POD_TEMPLATE, "spec": {
+                     **POD_TEMPLATE["spec"], "restartPolicy": "Never"}}}})
     if kind == "LeaderWorkerSet":
         return (LWS, f"/apis/leaderworkerset.x-k8s.io/v1/namespaces/{NS}/leaderworkersets",
                 {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": kind, "metadata": meta,
@@ -68,6 +90,9 @@ CASES = [  # (child kind, child name, LLMDeployment spec, LeaderWorkerSet served
     ("Service", "chat-pods", MULTI, False),  # the headless rendezvous Service
     ("LeaderWorkerSet", "chat", MULTI, True),
     ("NetworkPolicy", "chat", {**SINGLE, "networkPolicy": {"enabled": True}}, False),
+    ("PodDisruptionBudget", "chat", {**SINGLE, "replicas": 2}, False),
+    ("PersistentVolumeClaim", "chat-model-cache", CACHED, False),
+    ("Job", LOADER_JOB, CACHED, False),
 ]
 
 

@@ -10,7 +10,7 @@ from kubellm.operator.resources import manifest_path, resource_path
 
 # Kinds an LLMDeployment may own, with their API versions.
 CHILD_KINDS = (("apps/v1", "Deployment"), ("apps/v1", "StatefulSet"), ("v1", "Service"),
-               ("networking.k8s.io/v1", "NetworkPolicy"))
+               ("networking.k8s.io/v1", "NetworkPolicy"), ("policy/v1", "PodDisruptionBudget"))
 LWS_KIND = ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet")
 
 

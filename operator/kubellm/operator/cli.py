@@ -45,6 +45,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         default=float(os.environ.get("KUBELLM_AUTOSCALER_TICK_SECONDS", "1")),
                         help="how often the autoscaler checks each LLMDeployment (it acts "
                              "every spec.autoscaling.scrapeIntervalSeconds)")
+    parser.add_argument("--cache-retry-seconds", type=float, default=60.0,
+                        help="wait before a failed model-cache loader Job is tried again; "
+                             "it doubles with each failure, up to 30 minutes")
     parser.add_argument("--verbose", action="store_true", help="debug logs")
 
 
@@ -79,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.resync_seconds <= 0:
         raise SystemExit(f"--resync-seconds must be > 0, got {args.resync_seconds}")
+    if args.cache_retry_seconds <= 0:
+        raise SystemExit(f"--cache-retry-seconds must be > 0, got {args.cache_retry_seconds}")
     policy = NetworkPolicyDefaults(enabled=args.network_policy,
                                    scrapers=args.network_policy_scraper)
     register_handlers(OperatorConfig(default_image=args.default_image,
@@ -86,7 +91,8 @@ def run(args: argparse.Namespace) -> int:
                                      network_policy=policy,
                                      reconcile="reconciler" in args.controllers,
                                      autoscale="autoscaler" in args.controllers,
-                                     autoscaler_tick_seconds=args.autoscaler_tick_seconds))
+                                     autoscaler_tick_seconds=args.autoscaler_tick_seconds,
+                                     cache_retry_seconds=args.cache_retry_seconds))
     kopf.configure(verbose=args.verbose, log_format=kopf.LogFormat[args.log_format.upper()],
                    log_refkey="object")
     liveness = (f"http://0.0.0.0:{args.liveness_port}/healthz"

@@ -14,6 +14,7 @@ import kopf
 
 from kubellm.operator.autoscaling.handlers import register_autoscaler
 from kubellm.operator.builders.network_policy import NetworkPolicyDefaults
+from kubellm.operator.cache_loader import RetryPolicy
 from kubellm.operator.builders.meta import MANAGED_BY_LABEL, MANAGER, owner_name
 from kubellm.operator.kube import KubeClient
 from kubellm.operator.resources import GROUP, PLURAL, VERSION, llmd_path
@@ -31,6 +32,7 @@ class OperatorConfig:
     autoscale: bool = True  # the queue-depth autoscaler's timer
     autoscaler_tick_seconds: float = 1.0
     network_policy: NetworkPolicyDefaults = field(default_factory=NetworkPolicyDefaults)
+    cache_retry_seconds: float = 60.0  # first wait before a failed loader Job is retried
 
 
 class _State:
@@ -38,8 +40,11 @@ class _State:
 
 
 STATE = _State()
+# Children whose changes trigger a pass at once (the resync timer catches the rest): a
+# loader Job finishing starts the servers without waiting for the next resync.
 CHILD_RESOURCES = (("apps", "v1", "deployments"), ("apps", "v1", "statefulsets"),
-                   ("", "v1", "services"), ("networking.k8s.io", "v1", "networkpolicies"))
+                   ("", "v1", "services"), ("networking.k8s.io", "v1", "networkpolicies"),
+                   ("batch", "v1", "jobs"), ("policy", "v1", "poddisruptionbudgets"))
 
 
 def register_handlers(config: OperatorConfig) -> None:
@@ -63,8 +68,9 @@ def register_handlers(config: OperatorConfig) -> None:
         if info is None:
             raise kopf.LoginError("no in-cluster service account and no kubeconfig found")
         if STATE.reconciler is None:
-            STATE.reconciler = Reconciler(KubeClient(info), config.default_image,
-                                          config.network_policy)
+            STATE.reconciler = Reconciler(
+                KubeClient(info), config.default_image, config.network_policy,
+                cache_retry=RetryPolicy(base_seconds=config.cache_retry_seconds))
         else:
             STATE.reconciler.client.update_credentials(info)
         return info

@@ -16,7 +16,8 @@ PLURALS = {"Deployment": "deployments", "StatefulSet": "statefulsets",
            "Service": "services", "LeaderWorkerSet": "leaderworkersets",
            "LLMDeployment": PLURAL, "Secret": "secrets", "Event": "events",
            "NetworkPolicy": "networkpolicies", "ScaledObject": "scaledobjects",
-           "Pod": "pods"}
+           "Pod": "pods", "Job": "jobs", "PersistentVolumeClaim": "persistentvolumeclaims",
+           "PodDisruptionBudget": "poddisruptionbudgets"}
 
 
 def resource_path(api_version: str, kind: str, namespace: str, name: str | None = None,

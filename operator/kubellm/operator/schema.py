@@ -150,10 +150,13 @@ RESOURCES = _obj(
                            default="nvidia.com/gpu"),
      "cpu": _quantity("CPU request and limit of one pod, e.g. 8. Unset: a request sized "
                       "from the ranks in the pod."),
-     "memory": _quantity("Memory request and limit of one pod, e.g. 64Gi. Unset: a "
-                         "request sized from the model and the layout."),
+     "memory": _quantity("Memory of the runtime in one pod, e.g. 64Gi: the pod's "
+                         "request and limit are this plus sharedMemory. Unset: a request "
+                         "sized from the model and the layout (plus sharedMemory)."),
      "sharedMemory": _quantity("Size of the /dev/shm memory volume (NCCL, data "
-                               "loading).", default="8Gi")},
+                               "loading); it counts against the pod's memory, so the "
+                               "memory request and limit are raised by it. Unset: 1Gi + "
+                               "1Gi per rank in the pod.")},
     default={})
 
 SERVICE = _obj(
@@ -194,7 +197,9 @@ SPEC = _obj(
                            enum=["Always", "IfNotPresent", "Never"]),
      "nodeSelector": {"type": "object", "description": "Node labels the pods must match.",
                       "additionalProperties": {"type": "string"}},
-     "tolerations": _free("Pod tolerations (core/v1 Toleration).", "array"),
+     "tolerations": _free("Pod tolerations (core/v1 Toleration). GPU pods also "
+                          "tolerate the NoSchedule taint keyed by gpuResourceName "
+                          "(nvidia.com/gpu) unless one of these names that key.", "array"),
      "affinity": _free("Pod affinity (core/v1 Affinity)."),
      "service": SERVICE,
      "networkPolicy": NETWORK_POLICY,
@@ -204,6 +209,74 @@ SPEC = _obj(
      "env": _free("Extra environment variables of the runtime container "
                   "(core/v1 EnvVar).", "array")},
     required=["model"])
+
+# --- Day-2 operations: model cache, rollouts, scheduling ---------------------------------
+# Kept apart from the blocks above (and added to MODEL and SPEC below them) so that other
+# additions to those blocks merge without touching these lines.
+LABEL_MAP_MAX = 64
+
+MODEL_CACHE = _obj(
+    "Keep the weights on a PersistentVolumeClaim: a loader Job downloads them once per "
+    "model and revision (`kubellm download`), and every pod mounts the claim read-only "
+    "and starts only once it is filled (condition ModelCached). Only for huggingFace "
+    "sources. `cache: {}` makes a claim sized from the model.",
+    {"claimName": _f("string", "An existing claim to use; the operator neither creates "
+                               "nor deletes it. Unset: the operator creates "
+                               "<name>-model-cache.", minLength=1, maxLength=253),
+     "size": _quantity("Size of the claim the operator creates, e.g. 40Gi. Unset: the "
+                       "weights' size (from spec.model.parameters or the model's name) "
+                       "plus a quarter, at least 10Gi."),
+     "storageClassName": _f("string", "StorageClass of the claim the operator creates; "
+                                      "unset: the cluster's default.", maxLength=253),
+     "accessMode": _f("string", "How the claim attaches. ReadWriteOnce: to one node at a "
+                                "time, so every pod of this LLMDeployment is scheduled "
+                                "onto one node (replicas beyond its GPUs stay Pending; "
+                                "multi-node replicas are refused). ReadWriteMany (NFS, "
+                                "CephFS, Filestore, EFS): pods spread over nodes.",
+                      enum=["ReadWriteOnce", "ReadWriteMany"], default="ReadWriteOnce"),
+     "whenDeleted": _f("string", "What happens to the claim the operator created when the "
+                                 "LLMDeployment is deleted (or the cache is turned off): "
+                                 "Retain keeps it, and an LLMDeployment of the same name "
+                                 "adopts it again; Delete removes it.",
+                       enum=["Retain", "Delete"], default="Retain")})
+
+ROLLOUT = _obj(
+    "How pods are replaced when the spec changes, and how long a starting pod may take.",
+    {"maxSurge": _quantity("Pods (a number or a percentage of replicas) started above "
+                           "spec.replicas during a rollout; each needs its GPUs free. The "
+                           "default 1 starts the new pod beside the old one, which serves "
+                           "until the new one is Ready.", default=1),
+     "maxUnavailable": _quantity("Pods (a number or a percentage) that may be down during "
+                                 "a rollout. 1 with maxSurge 0 replaces pods in place, for "
+                                 "clusters without a spare GPU (an outage with one "
+                                 "replica).", default=0),
+     "startupTimeoutSeconds": _f("integer", "Longest a pod may take from start to serving "
+                                            "(download and load of the weights) before the "
+                                            "kubelet restarts it. Unset: sized from the "
+                                            "model's size and where its weights come from.",
+                                 minimum=60, maximum=86400)},
+    default={})
+
+DAY2_SPEC_FIELDS: dict[str, Schema] = {
+    "rollout": ROLLOUT,
+    "topologySpreadConstraints": {
+        "type": "array", "maxItems": 16,
+        "description": "Pod topology spread constraints (core/v1 "
+                       "TopologySpreadConstraint) of every pod.",
+        "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+    "priorityClassName": _f("string", "PriorityClass of every pod.", maxLength=253),
+    "runtimeClassName": _f("string", "RuntimeClass of every pod (e.g. nvidia).",
+                           maxLength=253),
+    "podLabels": {"type": "object", "maxProperties": LABEL_MAP_MAX,
+                  "description": "Extra labels on every pod (not the app.kubernetes.io/ "
+                                 "or kubellm.io/ labels the operator selects pods by).",
+                  "additionalProperties": {"type": "string", "maxLength": 63}},
+    "podAnnotations": {"type": "object", "maxProperties": LABEL_MAP_MAX,
+                       "description": "Extra annotations on every pod.",
+                       "additionalProperties": {"type": "string"}},
+}
+MODEL["properties"]["cache"] = MODEL_CACHE
+SPEC["properties"].update(DAY2_SPEC_FIELDS)
 
 CONDITION = _obj(
     "One observation of the LLMDeployment's state.",

@@ -7,12 +7,14 @@ from typing import Any
 
 from kubellm.operator import rendezvous as rdv
 from kubellm.operator.builders.meta import ROLE_LABEL, selector_labels
+from kubellm.operator.builders.model_cache import CachePlan, cache_plan
 from kubellm.operator.builders.network_policy import (NetworkPolicyDefaults,
                                                      build_network_policy,
                                                      wants_network_policy)
 from kubellm.operator.builders.multi_node import (build_group_statefulset,
                                                   build_headless_service,
                                                   build_leader_worker_set)
+from kubellm.operator.builders.rollout import build_disruption_budget, wants_disruption_budget
 from kubellm.operator.builders.service import build_service
 from kubellm.operator.builders.single_node import build_deployment
 from kubellm.operator.validation import SpecError
@@ -42,24 +44,40 @@ def serving_selector(name: str, topo: Topology) -> dict[str, str]:
     return {**selector_labels(name), ROLE_LABEL: "leader"}
 
 
+def checked_cache_plan(cr: dict[str, Any], spec: dict[str, Any],
+                       topo: Topology) -> CachePlan | None:
+    """The model cache plan; SpecError for a layout its access mode cannot serve."""
+    plan = cache_plan(cr, spec)
+    if plan and plan.access_mode == "ReadWriteOnce" and topo is not Topology.SINGLE_NODE:
+        raise SpecError("spec.model.cache.accessMode: ReadWriteOnce attaches the claim to one "
+                        f"node, but a replica spans {spec['parallelism']['pipeline']} pods on "
+                        "several nodes; use ReadWriteMany")
+    return plan
+
+
 def build_children(cr: dict[str, Any], spec: dict[str, Any], *, image: str,
                    lws_available: bool,
                    network_policy: NetworkPolicyDefaults = NetworkPolicyDefaults(),
                    ) -> list[dict[str, Any]]:
-    """All children of ``cr`` (a defaulted ``spec``); raises SpecError if none fit."""
+    """All children of ``cr`` (a defaulted ``spec``) but the model cache's claim and
+    loader Job (model_cache.py, whose Jobs depend on what exists); raises SpecError if
+    none fit."""
     topo = topology(spec, lws_available)
+    plan = checked_cache_plan(cr, spec, topo)
     image = spec.get("image") or image
     name = cr["metadata"]["name"]
     children = [build_service(cr, spec, serving_selector(name, topo))]
     if topo is Topology.SINGLE_NODE:
-        children.append(build_deployment(cr, spec, image))
+        children.append(build_deployment(cr, spec, image, plan))
     elif topo is Topology.LEADER_WORKER_SET:
-        children.append(build_leader_worker_set(cr, spec, image))
+        children.append(build_leader_worker_set(cr, spec, image, plan))
     else:
         children.append(build_headless_service(cr))
-        children += [build_group_statefulset(cr, spec, image, group)
+        children += [build_group_statefulset(cr, spec, image, group, plan)
                      for group in range(spec["replicas"])]
     if wants_network_policy(spec, network_policy):
         children.append(build_network_policy(cr, spec, network_policy,
                                              multi_pod=topo is not Topology.SINGLE_NODE))
+    if wants_disruption_budget(spec):
+        children.append(build_disruption_budget(cr))
     return copy.deepcopy(children)  # no dict shared between children or with constants
