@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from kubellm.operator.builders.images import DEFAULT_ACTIVATOR_IMAGE, DEFAULT_EPP_IMAGE
 from kubellm.operator.version import __version__
 
 DEFAULT_IMAGE = f"ghcr.io/kubellm/kubellm:{__version__}"
@@ -48,6 +49,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-retry-seconds", type=float, default=60.0,
                         help="wait before a failed model-cache loader Job is tried again; "
                              "it doubles with each failure, up to 30 minutes")
+    parser.add_argument("--epp-image", default=DEFAULT_EPP_IMAGE,
+                        help="Endpoint Picker image for LLMDeployments with spec.routing "
+                             "that name none")
+    parser.add_argument("--activator-image", default=os.environ.get(
+                            "KUBELLM_ACTIVATOR_IMAGE", DEFAULT_ACTIVATOR_IMAGE),
+                        help="image with `kubellm-activator` (the operator's own) for "
+                             "LLMDeployments that scale from zero (env KUBELLM_ACTIVATOR_IMAGE)")
     parser.add_argument("--verbose", action="store_true", help="debug logs")
 
 
@@ -92,7 +100,9 @@ def run(args: argparse.Namespace) -> int:
                                      reconcile="reconciler" in args.controllers,
                                      autoscale="autoscaler" in args.controllers,
                                      autoscaler_tick_seconds=args.autoscaler_tick_seconds,
-                                     cache_retry_seconds=args.cache_retry_seconds))
+                                     cache_retry_seconds=args.cache_retry_seconds,
+                                     epp_image=args.epp_image,
+                                     activator_image=args.activator_image))
     kopf.configure(verbose=args.verbose, log_format=kopf.LogFormat[args.log_format.upper()],
                    log_refkey="object")
     liveness = (f"http://0.0.0.0:{args.liveness_port}/healthz"

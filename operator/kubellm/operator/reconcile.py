@@ -14,11 +14,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubellm.operator import apply, cache_loader, status, status_writer
+from kubellm.operator import apply, cache_loader, serving_status, status, status_writer
+from kubellm.operator.builders.activator import wants_activator
 from kubellm.operator.builders.children import (Topology, build_children,
                                                 checked_cache_plan, serving_selector,
                                                 topology)
-from kubellm.operator.builders.meta import GROUP_LABEL, selector_labels
+from kubellm.operator.builders.images import DEFAULT_ACTIVATOR_IMAGE, DEFAULT_EPP_IMAGE
+from kubellm.operator.builders.meta import COMPONENT_LABEL, GROUP_LABEL, selector_labels
+from kubellm.operator.builders.routing import epp_name, wants_routing
 from kubellm.operator.builders.network_policy import NetworkPolicyDefaults
 from kubellm.operator.builders.pod import served_model_name
 from kubellm.operator.builders.service import endpoint_url
@@ -28,8 +31,14 @@ from kubellm.operator.resources import manifest_path, resource_path
 from kubellm.operator.ownership import NameConflict
 from kubellm.operator.validation import SpecError, defaulted_spec
 
-LWS_CHECK_SECONDS = 60.0  # how long the "is LeaderWorkerSet installed" answer is reused
+API_CHECK_SECONDS = 60.0  # how long an "is this optional CRD installed" answer is reused
 WORKLOAD_KINDS = ("Deployment", "StatefulSet", "LeaderWorkerSet")
+
+
+def is_serving(child: dict[str, Any]) -> bool:
+    """A workload of model servers (not the activator's or the Endpoint Picker's)."""
+    return child["kind"] in WORKLOAD_KINDS and \
+        COMPONENT_LABEL not in child["metadata"].get("labels", {})
 
 
 @dataclass
@@ -38,23 +47,33 @@ class Reconciler:
     default_image: str
     network_policy: NetworkPolicyDefaults = field(default_factory=NetworkPolicyDefaults)
     cache_retry: cache_loader.RetryPolicy = field(default_factory=cache_loader.RetryPolicy)
+    epp_image: str = DEFAULT_EPP_IMAGE
+    activator_image: str = DEFAULT_ACTIVATOR_IMAGE
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("kubellm"))
     _locks: dict[tuple[str, str], asyncio.Lock] = field(default_factory=dict)
-    _lws: tuple[float, bool] = (0.0, False)
+    _apis: dict[tuple[str, str], tuple[float, bool]] = field(default_factory=dict)
 
     def lock(self, namespace: str, name: str) -> asyncio.Lock:
         """One pass at a time per LLMDeployment (handlers, timer and child events race)."""
         return self._locks.setdefault((namespace, name), asyncio.Lock())
 
-    async def lws_available(self) -> bool:
-        checked_at, available = self._lws
-        if time.monotonic() - checked_at > LWS_CHECK_SECONDS:
-            available = await self.client.has_api(*apply.LWS_KIND)
-            self._lws = (time.monotonic(), available)
+    async def _served(self, kind: tuple[str, str]) -> bool:
+        checked_at, available = self._apis.get(kind, (-API_CHECK_SECONDS, False))
+        if time.monotonic() - checked_at >= API_CHECK_SECONDS:
+            available = await self.client.has_api(*kind)
+            self._apis[kind] = (time.monotonic(), available)
         return available
 
+    async def lws_available(self) -> bool:
+        return await self._served(apply.LWS_KIND)
+
+    async def pool_available(self) -> bool:
+        return await self._served(apply.POOL_KIND)
+
     async def child_kinds(self) -> tuple[tuple[str, str], ...]:
-        return apply.CHILD_KINDS + ((apply.LWS_KIND,) if await self.lws_available() else ())
+        return (apply.CHILD_KINDS + apply.ROUTING_KINDS
+                + ((apply.LWS_KIND,) if await self.lws_available() else ())
+                + ((apply.POOL_KIND,) if await self.pool_available() else ()))
 
     async def reconcile(self, cr: dict[str, Any]) -> None:
         meta = cr["metadata"]
@@ -71,9 +90,22 @@ class Reconciler:
             spec = defaulted_spec(cr.get("spec"))
             topo = topology(spec, await self.lws_available())
             plan = checked_cache_plan(cr, spec, topo)
-            desired = build_children(cr, spec, image=self.default_image,
-                                     lws_available=topo is Topology.LEADER_WORKER_SET,
-                                     network_policy=self.network_policy)
+            pool = wants_routing(spec) and await self.pool_available()
+
+            def build(route_to_activator: bool) -> list[dict[str, Any]]:
+                return build_children(
+                    cr, spec, image=self.default_image,
+                    lws_available=topo is Topology.LEADER_WORKER_SET,
+                    network_policy=self.network_policy, pool_available=pool,
+                    route_to_activator=route_to_activator, epp_image=self.epp_image,
+                    activator_image=self.activator_image)
+            desired = build(False)
+            # Scale from zero: while no replica is ready, the Service (and the pool) send
+            # requests to the activator, which holds them.
+            if wants_activator(spec) and (spec["replicas"] == 0 or
+                                          (await self._observe(spec, topo, desired))
+                                          .ready_replicas == 0):
+                desired = build(True)
         except SpecError as e:
             await self._degrade(cr, "InvalidSpec", str(e))
             return
@@ -96,7 +128,7 @@ class Reconciler:
             # Until the cache holds the model, no server starts: workloads that exist keep
             # running as they are (old revision), none is created.
             held = plan is not None and (cache is None or not cache.filled)
-            applied = [c for c in desired if not (held and c["kind"] in WORKLOAD_KINDS)]
+            applied = [c for c in desired if not (held and is_serving(c))]
             conflicts += await self._ensure(cr, applied, spec, topo)
             pruned = await apply.prune_children(self.client, cr, desired,
                                                 await self.child_kinds())
@@ -111,7 +143,13 @@ class Reconciler:
             # Recovers by itself: the resync pass creates the child once the object is gone.
             await self._degrade(cr, "NameConflict", "; ".join(map(str, conflicts)))
             return
-        await self._report(cr, spec, topo, desired, cache)
+        await self._report(cr, spec, topo, desired, cache, pool)
+
+    async def _observe(self, spec: dict[str, Any], topo: Topology,
+                       desired: list[dict[str, Any]]) -> status.Observed:
+        workloads = [await self.client.get(manifest_path(c)) for c in desired
+                     if is_serving(c)]
+        return status.observe(topo, spec, [w for w in workloads if w])
 
     async def _ensure(self, cr: dict[str, Any], children: list[dict[str, Any]],
                       spec: dict[str, Any], topo: Topology) -> list[NameConflict]:
@@ -151,11 +189,9 @@ class Reconciler:
 
     async def _report(self, cr: dict[str, Any], spec: dict[str, Any], topo: Topology,
                       desired: list[dict[str, Any]],
-                      cache: cache_loader.CacheState | None) -> None:
+                      cache: cache_loader.CacheState | None, pool: bool) -> None:
         meta = cr["metadata"]
-        workloads = [await self.client.get(manifest_path(c)) for c in desired
-                     if c["kind"] in WORKLOAD_KINDS]
-        observed = status.observe(topo, spec, [w for w in workloads if w])
+        observed = await self._observe(spec, topo, desired)
         unschedulable = None
         if not observed.rollout_done or observed.ready_replicas < spec["replicas"]:
             pods = await self.client.list(resource_path("v1", "Pod", meta["namespace"]),
@@ -174,8 +210,21 @@ class Reconciler:
             mine = status.with_degraded(mine, "ModelCacheFailed"
                                         if cache.reason == "LoaderFailed" else cache.reason,
                                         cache.message)
+        mine["routing"] = None  # merge patch: dropped unless routing is on
+        if wants_routing(spec):
+            epp = await self.client.get(resource_path(
+                "apps/v1", "Deployment", meta["namespace"], epp_name(meta["name"])))
+            condition, mine["routing"] = serving_status.routing(cr, pool, epp)
+            mine["conditions"].append(condition)
+        cold, seconds = serving_status.cold_start(cr.get("status") or {}, spec["replicas"],
+                                                  observed.ready_replicas, _now())
+        if cold is not None:
+            mine["coldStart"] = cold
         before = await self._write_status(cr, mine)
         events = list(cache.events) if cache else []
+        if seconds is not None:
+            events.append(("Normal", "ColdStart", f"the first replica was Ready {seconds:.0f}s "
+                                                  "after the scale from zero"))
         was_cached = status.condition(before, "ModelCached") or {}
         if cache and cache.filled and was_cached.get("status") != "True":
             events.append(("Normal", "ModelCached", cache.message))

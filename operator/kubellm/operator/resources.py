@@ -17,7 +17,9 @@ PLURALS = {"Deployment": "deployments", "StatefulSet": "statefulsets",
            "LLMDeployment": PLURAL, "Secret": "secrets", "Event": "events",
            "NetworkPolicy": "networkpolicies", "ScaledObject": "scaledobjects",
            "Pod": "pods", "Job": "jobs", "PersistentVolumeClaim": "persistentvolumeclaims",
-           "PodDisruptionBudget": "poddisruptionbudgets"}
+           "PodDisruptionBudget": "poddisruptionbudgets", "ConfigMap": "configmaps",
+           "ServiceAccount": "serviceaccounts", "Role": "roles", "RoleBinding": "rolebindings",
+           "InferencePool": "inferencepools", "HTTPScaledObject": "httpscaledobjects"}
 
 
 def resource_path(api_version: str, kind: str, namespace: str, name: str | None = None,

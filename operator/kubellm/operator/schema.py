@@ -278,6 +278,48 @@ DAY2_SPEC_FIELDS: dict[str, Schema] = {
 MODEL["properties"]["cache"] = MODEL_CACHE
 SPEC["properties"].update(DAY2_SPEC_FIELDS)
 
+# --- Cluster-wide serving: inference-aware routing, scale from zero ----------------------
+ROUTING = _obj(
+    "Inference-aware routing through the Gateway API Inference Extension: an "
+    "InferencePool (inference.networking.k8s.io/v1) of the serving pods and an Endpoint "
+    "Picker that chooses a pod per request from their queue depth, KV-cache use and "
+    "prefix-cache hits. A gateway that supports InferencePools routes to it (an HTTPRoute "
+    "whose backendRef is the pool); the Service stays as it is.",
+    {"enabled": _f("boolean", "Create the InferencePool and its Endpoint Picker.",
+                   default=False),
+     "endpointPicker": _obj(
+         "The Endpoint Picker (EPP) Deployment, Service and RBAC the operator creates.",
+         {"image": _f("string", "EPP image; unset: the operator's --epp-image (the "
+                                "upstream release it was tested with).", minLength=1,
+                      maxLength=512),
+          "pluginsConfig": _f("string", "The EPP's EndpointPickerConfig (YAML). Unset: "
+                                        "queue-scorer (weight 2), kv-cache-utilization-"
+                                        "scorer (2) and prefix-cache-scorer (3).",
+                              maxLength=65536),
+          "failureMode": _f("string", "What the gateway does when the EPP does not "
+                                      "answer: FailClose rejects the request, FailOpen "
+                                      "sends it to any pod of the pool.",
+                            enum=["FailOpen", "FailClose"], default="FailClose"),
+          "extraArgs": {"type": "array", "maxItems": 32,
+                        "description": "Further EPP flags, appended as they are.",
+                        "items": {"type": "string", "maxLength": 256}},
+          "resources": _free("Resources of the EPP container (core/v1 "
+                             "ResourceRequirements). Unset: 1 CPU and 1Gi requested.")},
+         default={})},
+    default={})
+SPEC["properties"]["routing"] = ROUTING
+AUTOSCALING["properties"]["minReplicas"] = _f(
+    "integer", "Lower bound of replicas. 0 scales to zero after scaleToZeroAfterSeconds "
+               "without requests; the first request then waits while a replica starts "
+               "(operator mode: an activator holds it; keda mode: the KEDA HTTP add-on, or "
+               "the Endpoint Picker's flow control with routing enabled).",
+    minimum=0, default=1)
+AUTOSCALING["properties"]["scaleToZeroAfterSeconds"] = _f(
+    "integer", "With minReplicas 0: how long no request may wait or run on any replica "
+               "before the last one is removed (a cold start costs minutes of weight "
+               "loading, so longer than the scale-down window).",
+    minimum=30, maximum=86400, default=600)
+
 CONDITION = _obj(
     "One observation of the LLMDeployment's state.",
     {"type": _f("string", "Ready, Progressing, Degraded, ScalingActive, ..."),
@@ -308,4 +350,16 @@ STATUS = _obj(
                          format="date-time"),
      "autoscaler": {"type": "object", "description": "The autoscaler's own state (its "
                     "metric window), kept on the object across operator restarts.",
-                    "x-kubernetes-preserve-unknown-fields": True}})
+                    "x-kubernetes-preserve-unknown-fields": True},
+     "routing": _obj("Where a gateway routes to this LLMDeployment (spec.routing).",
+                     {"inferencePool": _f("string", "Name of the InferencePool."),
+                      "endpointPicker": _f("string", "host:port of the Endpoint Picker's "
+                                                     "ext-proc gRPC Service.")}),
+     "coldStart": _obj("Scale from zero: how long the first replica took to be Ready.",
+                       {"startedAt": _f("string", "When replicas went from 0 to more "
+                                                  "(cleared once one is Ready).",
+                                        format="date-time"),
+                        "lastSeconds": _f("number", "Seconds from the last scale from "
+                                                    "zero to the first Ready replica."),
+                        "lastReadyAt": _f("string", "When that replica turned Ready.",
+                                          format="date-time")})})

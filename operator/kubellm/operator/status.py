@@ -13,7 +13,7 @@ from typing import Any
 
 from kubellm.operator.builders.children import Topology
 
-OWN_CONDITIONS = ("Ready", "Progressing", "Degraded", "ModelCached")
+OWN_CONDITIONS = ("Ready", "Progressing", "Degraded", "ModelCached", "Routing")
 NO_SPARE_GPU_HINT = ("the old pods keep serving until it starts; spec.rollout.maxUnavailable: "
                      "1 with maxSurge: 0 would replace them in place instead (an outage with "
                      "one replica)")
