@@ -131,13 +131,22 @@ async def write_status(client: KubeClient, namespace: str, name: str,
                                          lambda fresh: status_.rebased(fragment, fresh, now))
 
 
+def _labels(selector: str) -> dict[str, str]:
+    """A status.selector string (k=v,k=v) as a dict; other operators are not ours."""
+    return dict(part.split("=", 1) for part in selector.split(",") if "=" in part)
+
+
+def _has(pod: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    have = (pod.get("metadata") or {}).get("labels") or {}
+    return all(have.get(k) == v for k, v in labels.items())
+
+
 async def _held_by_activator(client: KubeClient, name: str, namespace: str,
                              timeout: float) -> float | None:
     """Requests the activator pods hold (their waiting gauge); None if none answered."""
     labels = activator_labels(name)
     selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
-    pods = [p for p in await api.list_pods(client, namespace, selector)
-            if all((p["metadata"].get("labels") or {}).get(k) == v for k, v in labels.items())]
+    pods = [p for p in await api.list_pods(client, namespace, selector) if _has(p, labels)]
     loads = await metrics.scrape_fleet(filter(None, map(metrics.metrics_url, pods)), timeout)
     answered = [load for load in loads if load is not None]
     return sum(load.waiting for load in answered) if answered else None
@@ -206,7 +215,10 @@ async def _scrape_and_scale(client: KubeClient, name: str, namespace: str,
                 now))
         return
 
-    pods = await api.list_pods(client, namespace, selector)
+    # (Filtered here too: an API server may ignore the label selector, and the activator
+    # of a scale from zero, scraped apart, must never count as a replica.)
+    wanted = _labels(selector)
+    pods = [p for p in await api.list_pods(client, namespace, selector) if _has(p, wanted)]
     urls = [url for url in map(metrics.metrics_url, pods) if url]
     timeout = min(SCRAPE_TIMEOUT_SECONDS, scaling.scrape_interval_seconds / 2)
     loads = await metrics.scrape_fleet(urls, timeout)
