@@ -27,8 +27,6 @@ CACHED = {"model": {"source": {"huggingFace": "org/model-1B"}, "cache": {}}}
 LOADER_JOB = mc.job_name("chat", mc.cache_plan(
     {"metadata": {"name": "chat"}}, defaulted_spec(CACHED)).key, 1)
 ROUTED = {**SINGLE, "routing": {"enabled": True}}
-FROM_ZERO = {**SINGLE, "replicas": 0,
-             "autoscaling": {"enabled": True, "minReplicas": 0, "maxReplicas": 2}}
 USER_LABELS = {"app": "web"}
 POD_TEMPLATE = {"metadata": {"labels": USER_LABELS},
                 "spec": {"containers": [{"name": "web", "image": "nginx"}]}}
@@ -123,7 +121,6 @@ CASES = [  # (child kind, child name, LLMDeployment spec, LeaderWorkerSet served
     ("ServiceAccount", "chat-epp", ROUTED, False),
     ("Role", "chat-epp", ROUTED, False),
     ("RoleBinding", "chat-epp", ROUTED, False),
-    ("Deployment", "chat-activator", FROM_ZERO, False),
 ]
 
 
