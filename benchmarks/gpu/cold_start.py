@@ -112,9 +112,10 @@ def main(argv: list[str] | None = None) -> int:
                              ", removed at the end)")
     args = parser.parse_args(argv)
     import torch
+    # (Not validation.defaulted_spec: the GPU image has no jsonschema; startup_seconds
+    # reads only these fields.)
     from kubellm.operator.builders.startup import (BASE_SECONDS, LOAD_SECONDS_PER_GIB,
                                                    startup_seconds)
-    from kubellm.operator.validation import defaulted_spec
 
     device = "cpu" if args.smoke or not torch.cuda.is_available() else "cuda"
     if not args.smoke and device == "cpu":
@@ -135,8 +136,8 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(workdir, ignore_errors=True)
     gib = size / GIB
     # The budget the operator gives an 8B model whose weights sit on a cache claim.
-    spec = defaulted_spec({"model": {"source": {"huggingFace": "org/model"},
-                                     "parameters": "8B", "cache": {}}})
+    spec = {"model": {"source": {"huggingFace": "org/model"}, "parameters": "8B",
+                      "cache": {}}}
     budget = startup_seconds(spec)
     worst = cold if cold is not None else cached
     result = {
