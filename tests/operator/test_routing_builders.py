@@ -188,3 +188,31 @@ def test_multi_node_pools_select_only_the_pods_that_serve(lws):
 
 def test_default_plugins_text_is_yaml():
     assert yaml.safe_load(DEFAULT_PLUGINS)["plugins"]
+
+
+def test_the_picker_and_the_activator_take_the_admins_priority_not_the_gpu_placement():
+    """Pods that serve no model run on CPU nodes: the user's tolerations, priority class,
+    labels and annotations reach them; nodeSelector, affinity, spread and runtime class
+    (the GPU pods' placement) and the GPU taint's toleration do not."""
+    admin = {"nodeSelector": {"gpu": "h100"}, "runtimeClassName": "nvidia",
+             "affinity": {"podAntiAffinity": {}},
+             "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone",
+                                            "whenUnsatisfiable": "ScheduleAnyway"}],
+             "tolerations": [{"key": "dedicated", "operator": "Exists"}],
+             "priorityClassName": "inference-high", "podLabels": {"team": "a"},
+             "podAnnotations": {"cost-center": "42"}}
+    spec = {**FROM_ZERO, **admin, "routing": {"enabled": True}}
+    children = built(spec, to_activator=True)
+    for name in ("m-activator", "m-epp"):
+        template = children[("Deployment", name)]["spec"]["template"]
+        pod = template["spec"]
+        assert pod["priorityClassName"] == "inference-high", name
+        assert pod["tolerations"] == admin["tolerations"], name
+        assert not {"nodeSelector", "affinity", "topologySpreadConstraints",
+                    "runtimeClassName"} & set(pod), name
+        assert template["metadata"]["labels"]["team"] == "a", name
+        assert template["metadata"]["annotations"]["cost-center"] == "42", name
+        kubernetes_validate.validate(children[("Deployment", name)], K8S_VERSION, strict=True)
+    # The picker's own annotation (a new plugins config rolls it) stays.
+    epp = children[("Deployment", "m-epp")]["spec"]["template"]["metadata"]["annotations"]
+    assert "kubellm.io/plugins-config-sha256" in epp

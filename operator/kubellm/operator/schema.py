@@ -195,12 +195,14 @@ SPEC = _obj(
                            "--default-image.", minLength=1),
      "imagePullPolicy": _f("string", "Pull policy of the image.",
                            enum=["Always", "IfNotPresent", "Never"]),
-     "nodeSelector": {"type": "object", "description": "Node labels the pods must match.",
+     "nodeSelector": {"type": "object", "description": "Node labels the pods that serve "
+                                                       "the model (and the loader) must match.",
                       "additionalProperties": {"type": "string"}},
      "tolerations": _free("Pod tolerations (core/v1 Toleration). GPU pods also "
                           "tolerate the NoSchedule taint keyed by gpuResourceName "
                           "(nvidia.com/gpu) unless one of these names that key.", "array"),
-     "affinity": _free("Pod affinity (core/v1 Affinity)."),
+     "affinity": _free("Pod affinity (core/v1 Affinity) of the pods that serve the model "
+                       "and the loader."),
      "service": SERVICE,
      "networkPolicy": NETWORK_POLICY,
      "apiKeySecretRef": SECRET_KEY_REF | {
@@ -262,10 +264,13 @@ DAY2_SPEC_FIELDS: dict[str, Schema] = {
     "topologySpreadConstraints": {
         "type": "array", "maxItems": 16,
         "description": "Pod topology spread constraints (core/v1 "
-                       "TopologySpreadConstraint) of every pod.",
+                       "TopologySpreadConstraint) of the pods that serve the model.",
         "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
-    "priorityClassName": _f("string", "PriorityClass of every pod.", maxLength=253),
-    "runtimeClassName": _f("string", "RuntimeClass of every pod (e.g. nvidia).",
+    "priorityClassName": _f("string", "PriorityClass of every pod (the Endpoint "
+                                             "Picker's and the activator's too).",
+                            maxLength=253),
+    "runtimeClassName": _f("string", "RuntimeClass of the pods that serve the model "
+                                                "(e.g. nvidia).",
                            maxLength=253),
     "podLabels": {"type": "object", "maxProperties": LABEL_MAP_MAX,
                   "description": "Extra labels on every pod (not the app.kubernetes.io/ "

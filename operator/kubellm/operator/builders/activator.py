@@ -14,6 +14,7 @@ from typing import Any
 from kubellm.operator.builders.meta import (COMPONENT_LABEL, activator_labels,
                                             child_metadata)
 from kubellm.operator.builders.pod import HTTP_PORT, HTTP_PORT_NAME, served_model_name
+from kubellm.operator.builders.scheduling import cpu_pod_fields, pod_metadata
 from kubellm.operator.builders.security import CONTAINER_SECURITY
 from kubellm.operator.builders.startup import startup_seconds
 
@@ -81,8 +82,9 @@ def build_activator(cr: dict[str, Any], spec: dict[str, Any], image: str) -> dic
             "replicas": 1,
             "selector": {"matchLabels": labels},
             "template": {
-                "metadata": {"labels": {**labels, COMPONENT_LABEL: COMPONENT}},
+                "metadata": pod_metadata(spec, {**labels, COMPONENT_LABEL: COMPONENT}),
                 "spec": {"containers": [container], "securityContext": POD_SECURITY,
+                         **cpu_pod_fields(spec),
                          "automountServiceAccountToken": False,
                          "enableServiceLinks": False,
                          # Held requests are answered (or time out) before it exits.

@@ -19,6 +19,7 @@ from typing import Any
 from kubellm.operator.builders.meta import (COMPONENT_LABEL, child_metadata, epp_labels)
 from kubellm.operator.builders.pod import HTTP_PORT
 from kubellm.operator.builders.security import CONTAINER_SECURITY
+from kubellm.operator.builders.scheduling import cpu_pod_fields, pod_metadata
 
 POOL_GROUP = "inference.networking.k8s.io"
 POOL_API_VERSION = f"{POOL_GROUP}/v1"
@@ -157,9 +158,10 @@ def build_epp_deployment(cr: dict[str, Any], spec: dict[str, Any], image: str,
             "selector": {"matchLabels": labels},
             "template": {
                 # The config is read once at start: a new config rolls the pod.
-                "metadata": {"labels": {**labels, COMPONENT_LABEL: COMPONENT},
-                             "annotations": {"kubellm.io/plugins-config-sha256": digest}},
+                "metadata": pod_metadata(spec, {**labels, COMPONENT_LABEL: COMPONENT},
+                                         {"kubellm.io/plugins-config-sha256": digest}),
                 "spec": {"serviceAccountName": epp_name(name),
+                         **cpu_pod_fields(spec),
                          "containers": [container],
                          "volumes": [{"name": "plugins-config",
                                       "configMap": {"name": epp_name(name)}}],

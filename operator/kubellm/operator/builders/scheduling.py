@@ -1,5 +1,9 @@
 """Where pods go: the LLMDeployment's scheduling fields, passed to every pod it owns.
 
+The pods that serve no model (the Endpoint Picker, the activator) run on ordinary CPU
+nodes: they take the user's tolerations, priority class, labels and annotations, not the
+placement meant for the GPU pods (nodeSelector, affinity, spread, runtime class).
+
 nodeSelector, tolerations, affinity, topologySpreadConstraints, priorityClassName and
 runtimeClassName come from the spec as they are, plus two things the operator adds:
 - GPU pods tolerate the NoSchedule taint named after the GPU resource (GPU node pools
@@ -53,9 +57,20 @@ def scheduling_fields(spec: dict[str, Any], name: str, *, gpu_pod: bool, colocat
     return fields
 
 
-def pod_metadata(spec: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
+def cpu_pod_fields(spec: dict[str, Any]) -> dict[str, Any]:
+    """The scheduling part of the pod spec of a pod that serves no model."""
+    fields: dict[str, Any] = {}
+    if spec.get("priorityClassName"):
+        fields["priorityClassName"] = spec["priorityClassName"]
+    if spec.get("tolerations"):
+        fields["tolerations"] = [copy.deepcopy(t) for t in spec["tolerations"]]
+    return fields
+
+
+def pod_metadata(spec: dict[str, Any], labels: dict[str, str],
+                 annotations: dict[str, str] | None = None) -> dict[str, Any]:
     """Pod template metadata: the user's extra labels and annotations, ours on top."""
     meta: dict[str, Any] = {"labels": {**(spec.get("podLabels") or {}), **labels}}
-    if spec.get("podAnnotations"):
-        meta["annotations"] = dict(spec["podAnnotations"])
+    if spec.get("podAnnotations") or annotations:
+        meta["annotations"] = {**(spec.get("podAnnotations") or {}), **(annotations or {})}
     return meta
