@@ -80,3 +80,16 @@ async def test_multi_node_groups_change_one_at_a_time(cluster, operator):
     await _group_ready(cluster, 0)
     await wait_until(lambda: _max_num_seqs(_group(cluster, 1)) == "64",
                      what="group 1 changed", log=operator.log)
+
+
+async def test_the_disruption_budget_comes_and_goes_with_a_second_replica(cluster, operator):
+    pdbs = "policy/v1/poddisruptionbudgets"
+    await request(cluster, "POST", llmd_path(), manifest("chat", {**SPEC, "replicas": 2}))
+    pdb = await wait_until(lambda: live(cluster, pdbs, NS, "chat"), what="the budget",
+                           log=operator.log)
+    assert pdb["spec"]["maxUnavailable"] == 1
+    assert pdb["metadata"]["ownerReferences"][0]["controller"] is True
+    # One replica: a budget would block every drain of its node.
+    await request(cluster, "PATCH", llmd_path("chat"), {"spec": {"replicas": 1}})
+    await wait_until(lambda: live(cluster, pdbs, NS, "chat") is None, what="budget pruned",
+                     log=operator.log)

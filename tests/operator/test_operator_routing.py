@@ -126,5 +126,14 @@ async def test_scale_from_zero_goes_through_the_activator(cluster, tmp_path):
         await request(cluster, "PATCH", llmd_path("chat", "scale"), {"spec": {"replicas": 0}})
         await wait_until(lambda: live(cluster, SERVICES, NS, "chat")["spec"]["selector"]
                          == ACTIVATOR, what="Service -> activator again", log=operator.log)
+
+        # No more scale to zero: the activator and its Service go, the replicas serve.
+        await request(cluster, "PATCH", llmd_path("chat"), {"spec": {
+            "replicas": 1, "autoscaling": {"minReplicas": 1}}})
+        for resource, name in ((DEPLOYMENTS, "chat-activator"), (SERVICES, "chat-ready")):
+            await wait_until(lambda: live(cluster, resource, NS, name) is None,
+                             what=f"{resource}/{name} pruned", log=operator.log)
+        await wait_until(lambda: live(cluster, SERVICES, NS, "chat")["spec"]["selector"]
+                         == SERVING, what="Service -> replicas for good", log=operator.log)
     finally:
         await operator.stop()
