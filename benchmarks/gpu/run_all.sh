@@ -4,6 +4,9 @@
 #   STAGES="serve" bash benchmarks/gpu/run_all.sh   # serving benchmark; needs
 #     .serve-bench/{tokenizer,whl} carried: the SmolLM2 tokenizer files and wheels of what
 #     the GPU image lacks (benchmarks/serving/prepare_serve_bench.sh makes them)
+#   STAGES="coldstart" bash benchmarks/gpu/run_all.sh   # one replica's cold start: an 8B
+#     bf16 checkpoint written to local disk, engine-ready seconds from the page cache and
+#     after dropping it, against the operator's startup budget (cold_start.json, ~5 min)
 #   STAGES="multi" bash benchmarks/gpu/run_all.sh   # TP/PP on 2+ GPUs (NCCL); carry the
 #     SmolLM2 tokenizer files in .serve-bench/tokenizer (tests read KUBELLM_TEST_TOKENIZER_DIR);
 #     then benchmarks/gpu/multi_gpu.py (TP/PP vs TP=1, W scaling, collective times) with
@@ -31,6 +34,8 @@ for stage in $STAGES; do
                | tee "$OUT/kernels.log" | tail -20 ;;
     w)       python3 -m benchmarks.gpu.workload_w --out "$OUT" --compare-hf 2>&1 \
                | tee "$OUT/workload_w.log" | grep -v Warning | tail -20 ;;
+    coldstart) python3 -m benchmarks.gpu.cold_start --out "$OUT" --workdir /tmp/coldstart-model \
+               2>&1 | tee "$OUT/cold_start.log" | grep -v Warning | tail -20 ;;
     # issue 14's loads (HTTP vs the engine in process, ratios and targets printed), the
     # server with 4 API server processes; stack-sample profiles of every process in
     # $OUT/serve_profiles (engine_core, api_server_N, in_process .profile.txt)

@@ -42,28 +42,40 @@ def test_a_prometheus_address_that_is_no_url_is_refused():
 def test_service_monitor_series_carry_the_labels_the_scaled_object_queries(tmp_path):
     docs = render(tmp_path, {"monitoring": {"serviceMonitor": {"enabled": True}}})
     (monitor,) = by_kind(docs, "ServiceMonitor")
+    # Scale from zero behind an InferencePool: the runtime's queue and the Endpoint
+    # Picker's flow-control queue, each from its own Service.
     cr = {"apiVersion": "kubellm.io/v1alpha1", "kind": "LLMDeployment",
           "metadata": {"name": "chat", "namespace": "team-a", "uid": "u"},
-          "spec": {"model": {"source": {"huggingFace": "org/m"}},
-                   "autoscaling": {"enabled": True, "mode": "keda"}}}
+          "spec": {"model": {"source": {"huggingFace": "org/m"}}, "replicas": 0,
+                   "routing": {"enabled": True},
+                   "autoscaling": {"enabled": True, "mode": "keda", "minReplicas": 0}}}
     children = build_children(cr, defaulted_spec(cr["spec"]), image="img",
-                              lws_available=False)
-    (service,) = [c for c in children if c["kind"] == "Service"]
-    # The ServiceMonitor selects the LLMDeployment's Service, on its HTTP port...
-    labels = service["metadata"]["labels"]
-    assert monitor["spec"]["selector"]["matchLabels"].items() <= labels.items()
-    (endpoint,) = monitor["spec"]["endpoints"]
-    assert endpoint["port"] in {p["name"] for p in service["spec"]["ports"]}
-    # ...and leaves the Prometheus Operator's target labels alone: namespace and service
-    # come from the target (the Service), not from the scraped series or a relabeling.
-    assert not endpoint.get("honorLabels", False)
-    for relabel in endpoint.get("relabelings", []) + endpoint.get("metricRelabelings", []):
-        touched = set(relabel.get("sourceLabels", [])) | {relabel.get("targetLabel")}
-        assert not touched & {"namespace", "service"}, relabel
-        assert relabel.get("action") not in ("labeldrop", "labelkeep"), relabel
-    # The ScaledObject's queries select exactly that Service's series.
+                              lws_available=False, pool_available=True)
+    services = {c["metadata"]["name"]: c for c in children if c["kind"] == "Service"}
+    scraped = {}
+    for name, service in services.items():
+        # The ServiceMonitor selects the Service, on one of its ports...
+        if not monitor["spec"]["selector"]["matchLabels"].items() <= \
+                service["metadata"]["labels"].items():
+            continue
+        ports = {p["name"] for p in service["spec"]["ports"]}
+        scraped[name] = [e for e in monitor["spec"]["endpoints"] if e["port"] in ports]
+    assert set(scraped) == {"chat", "chat-epp"} and all(scraped.values()), scraped
+    for endpoints in scraped.values():
+        for endpoint in endpoints:
+            # ...and leaves the Prometheus Operator's target labels alone: namespace and
+            # service come from the target (the Service), not the series or a relabeling.
+            assert not endpoint.get("honorLabels", False)
+            for relabel in endpoint.get("relabelings", []) + \
+                    endpoint.get("metricRelabelings", []):
+                touched = set(relabel.get("sourceLabels", [])) | {relabel.get("targetLabel")}
+                assert not touched & {"namespace", "service"}, relabel
+                assert relabel.get("action") not in ("labeldrop", "labelkeep"), relabel
+    # The ScaledObject's queries select exactly those Services' series.
     scaled = keda.build_scaled_object("chat", "team-a", cr["spec"], "u")
+    queried = set()
     for trigger in scaled["spec"]["triggers"]:
         selectors = dict(re.findall(r'(\w+)="([^"]*)"', trigger["metadata"]["query"]))
-        assert selectors == {"namespace": service["metadata"]["namespace"],
-                             "service": service["metadata"]["name"]}
+        assert selectors["namespace"] == "team-a" and selectors["service"] in scraped
+        queried.add(selectors["service"])
+    assert queried == {"chat", "chat-epp"}

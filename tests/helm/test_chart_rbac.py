@@ -15,10 +15,24 @@ WORKLOAD_GRANTS = {
     ("", "services"): {"get", "list", "watch", "create", "patch", "delete"},
     ("networking.k8s.io", "networkpolicies"): {"get", "list", "watch", "create", "patch",
                                                "delete"},
+    ("policy", "poddisruptionbudgets"): {"get", "list", "watch", "create", "patch",
+                                         "delete"},
+    ("", "persistentvolumeclaims"): {"get", "list", "create", "patch", "delete"},
+    ("batch", "jobs"): {"get", "list", "watch", "create", "delete"},
     ("leaderworkerset.x-k8s.io", "leaderworkersets"): {"get", "list", "create", "patch",
                                                        "delete"},
-    ("", "pods"): {"list"},
+    ("", "pods"): {"get", "list", "watch"},
     ("keda.sh", "scaledobjects"): {"get", "create", "patch", "delete"},
+    ("http.keda.sh", "httpscaledobjects"): {"get", "create", "patch", "delete"},
+    ("inference.networking.k8s.io", "inferencepools"): {"get", "list", "watch", "create",
+                                                        "patch", "delete"},
+    ("", "configmaps"): {"get", "list", "create", "patch", "delete"},
+    ("", "serviceaccounts"): {"get", "list", "create", "patch", "delete"},
+    ("rbac.authorization.k8s.io", "roles"): {"get", "list", "create", "patch", "delete"},
+    ("rbac.authorization.k8s.io", "rolebindings"): {"get", "list", "create", "patch",
+                                                    "delete"},
+    ("inference.networking.x-k8s.io", "inferenceobjectives"): {"get", "list", "watch"},
+    ("inference.networking.x-k8s.io", "inferencemodelrewrites"): {"get", "list", "watch"},
     ("", "events"): {"create"},
 }
 DISCOVERY_GRANTS = {
@@ -64,6 +78,17 @@ def test_per_namespace_install_binds_the_workloads_role_only_there(tmp_path):
     bindings = by_kind(docs, "RoleBinding")
     assert sorted(b["metadata"]["namespace"] for b in bindings) == ["team-a", "team-b"]
     assert {b["roleRef"]["name"] for b in bindings} == {"rel-kubellm-workloads"}
+
+
+def test_the_operator_holds_everything_the_endpoint_pickers_role_grants(tmp_path):
+    """RBAC refuses a Role that grants more than its creator holds (no `escalate`)."""
+    from kubellm.operator.builders.routing import EPP_RULES
+
+    held = grants(roles(render(tmp_path))["rel-kubellm-workloads"])
+    for rule in EPP_RULES:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                assert set(rule["verbs"]) <= held.get((group, resource), set()), resource
 
 
 def test_no_wildcards_and_no_escalation(tmp_path):

@@ -27,9 +27,24 @@ RESOURCES = {
     "networking.k8s.io/v1/networkpolicies": ("NetworkPolicy", True, ()),
     "apps/v1/deployments": ("Deployment", True, ("status", "scale")),
     "apps/v1/statefulsets": ("StatefulSet", True, ("status", "scale")),
+    "v1/pods": ("Pod", True, ("status",)),
+    "v1/persistentvolumeclaims": ("PersistentVolumeClaim", True, ("status",)),
+    "batch/v1/jobs": ("Job", True, ("status",)),
+    "policy/v1/poddisruptionbudgets": ("PodDisruptionBudget", True, ("status",)),
+    "v1/configmaps": ("ConfigMap", True, ()),
+    "v1/serviceaccounts": ("ServiceAccount", True, ()),
+    "rbac.authorization.k8s.io/v1/roles": ("Role", True, ()),
+    "rbac.authorization.k8s.io/v1/rolebindings": ("RoleBinding", True, ()),
     LLMD: (KIND, True, ("status", "scale")),
 }
 VERBS = {"list", "watch", "get", "create", "patch", "update", "delete"}
+POOLS = "inference.networking.k8s.io/v1/inferencepools"
+
+
+def serve_inference_pools(emulator: "StampingEmulator") -> None:
+    """Install the InferencePool CRD (optional: tests that need it call this)."""
+    emulator.resources[POOLS] = kmock.ResourceInfo(kind="InferencePool", namespaced=True,
+                                                   verbs=VERBS, subresources=("status",))
 
 
 @attrs.define(kw_only=True)

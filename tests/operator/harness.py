@@ -53,7 +53,7 @@ class OperatorProcess:
         return self.log_path.read_text(encoding="utf-8") if self.log_path.exists() else ""
 
 
-async def wait_until(check: Callable[[], Any], timeout: float = 20.0,
+async def wait_until(check: Callable[[], Any], timeout: float = 60.0,
                      what: str = "condition", log: Callable[[], str] = lambda: "") -> Any:
     """Poll ``check`` (sync or async) until it returns a truthy value."""
     deadline = time.monotonic() + timeout

@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from kubellm.operator import rendezvous as rdv
+from kubellm.operator.builders import model_cache as mc
 from kubellm.operator.builders.children import Topology, build_children, topology
 from kubellm.operator.builders.pod import serve_args
 from kubellm.operator.validation import SpecError, defaulted_spec
@@ -44,7 +45,7 @@ HF = {"source": {"huggingFace": "org/model"}}
 def test_single_node_deployment_requests_tensor_times_pipeline_gpus(tensor, pipeline, gpus):
     built = children({"model": HF, "parallelism": {"tensor": tensor, "pipeline": pipeline},
                       "replicas": 3})
-    assert set(built) == {("Service", "m"), ("Deployment", "m")}
+    assert set(built) == {("Service", "m"), ("Deployment", "m"), ("PodDisruptionBudget", "m")}
     dep = built[("Deployment", "m")]
     assert dep["spec"]["replicas"] == 3
     c = pod_of(dep)["containers"][0]
@@ -103,7 +104,9 @@ def test_pod_probes_lifecycle_and_security():
     shm = next(v for v in pod["volumes"] if v["name"] == "dshm")
     assert shm["emptyDir"] == {"medium": "Memory", "sizeLimit": "4Gi"}
     assert {"name": "dshm", "mountPath": "/dev/shm"} in c["volumeMounts"]
-    assert c["resources"]["requests"] == {"cpu": "8", "memory": "32Gi"}
+    # /dev/shm is memory: the pod's request and limit hold it on top of the runtime's.
+    assert c["resources"]["requests"] == {"cpu": "8", "memory": "36Gi"}
+    assert c["resources"]["limits"]["memory"] == "36Gi"
 
 
 def test_api_key_and_hf_token_come_from_secrets():
@@ -136,7 +139,7 @@ def test_multi_node_without_lws_is_statefulsets_with_rendezvous_env():
     spec = {"model": HF, "parallelism": {"tensor": 8, "pipeline": 2}, "replicas": 2}
     built = children(spec)
     assert set(built) == {("Service", "m"), ("Service", "m-pods"), ("StatefulSet", "m-g0"),
-                          ("StatefulSet", "m-g1")}
+                          ("StatefulSet", "m-g1"), ("PodDisruptionBudget", "m")}
     sts = built[("StatefulSet", "m-g1")]
     assert sts["spec"]["replicas"] == 2 and sts["spec"]["serviceName"] == "m-pods"
     assert sts["spec"]["podManagementPolicy"] == "Parallel"
@@ -159,7 +162,8 @@ def test_multi_node_with_lws_is_one_leader_worker_set():
     spec = {"model": HF, "parallelism": {"tensor": 4, "pipeline": 4, "gpusPerNode": 4},
             "replicas": 3}
     built = children(spec, lws=True)
-    assert set(built) == {("Service", "m"), ("LeaderWorkerSet", "m")}
+    assert set(built) == {("Service", "m"), ("LeaderWorkerSet", "m"),
+                          ("PodDisruptionBudget", "m")}
     lws = built[("LeaderWorkerSet", "m")]
     assert lws["spec"]["replicas"] == 3
     tmpl = lws["spec"]["leaderWorkerTemplate"]
@@ -207,7 +211,7 @@ def _examples():
 def test_the_examples_cover_the_issue():
     names = {p.stem for p in _examples()}
     assert {"single-gpu", "tensor-parallel-4", "multi-node-tp8-pp2", "autoscaling",
-            "cpu-default-model"} <= names
+            "cpu-default-model", "model-cache"} <= names
 
 
 @pytest.mark.parametrize("path", _examples(), ids=lambda p: p.name)
@@ -216,7 +220,11 @@ def test_every_example_renders_valid_manifests(path, lws):
     example = yaml.safe_load(path.read_text())
     example["metadata"].update(namespace="default", uid="uid-1")
     spec = defaulted_spec(example["spec"])
-    for child in build_children(example, spec, image="img:1", lws_available=lws):
+    extra = []
+    if (plan := mc.cache_plan(example, spec)) is not None:  # the claim and the loader Job
+        extra = [mc.build_cache_claim(example, spec, plan),
+                 mc.build_loader_job(example, spec, plan, "img:1", 1)]
+    for child in build_children(example, spec, image="img:1", lws_available=lws) + extra:
         if child["kind"] == "LeaderWorkerSet":
             assert crd_errors(child) == []  # LeaderWorkerSet's own published CRD
             for t in ("leaderTemplate", "workerTemplate"):  # validate its pod templates

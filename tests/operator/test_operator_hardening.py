@@ -73,19 +73,22 @@ def test_gpu_only_resources_get_requests_sized_from_model_and_layout():
     [small] = pod_templates(build({"model": HF}))
     res = small["spec"]["containers"][0]["resources"]
     assert res["limits"] == {"nvidia.com/gpu": "1"}
-    # 0.5B in bf16 is 0.93 GiB of weights: base 4 + that, rounded up; 2 + 1 CPU.
-    assert res["requests"] == {"cpu": "3", "memory": "5Gi"}
+    # 0.5B in bf16 is 0.93 GiB of weights: base 4 + that, rounded up; 2 + 1 CPU; plus the
+    # 2 GiB /dev/shm of one rank, which counts as the pod's memory; and the disk the
+    # weights are downloaded to.
+    assert res["requests"] == {"cpu": "3", "memory": "7Gi", "ephemeral-storage": "2Gi"}
 
     big = {"model": {"source": {"huggingFace": "meta-llama/Llama-3.1-70B-Instruct"}},
            "parallelism": {"tensor": 8, "pipeline": 2}}
     for template in pod_templates(build(big)):
         requests = template["spec"]["containers"][0]["resources"]["requests"]
-        # 8 ranks per pod: 4 + 2 x 7 + a 5 GiB shard; 2 + 8 CPU.
-        assert requests == {"cpu": "10", "memory": "23Gi"}
+        # 8 ranks per pod: 4 + 2 x 7 + a 5 GiB shard + 9 GiB /dev/shm; 2 + 8 CPU; 70B of
+        # bf16 weights on disk (131 GiB, rounded up) + 1 GiB.
+        assert requests == {"cpu": "10", "memory": "32Gi", "ephemeral-storage": "132Gi"}
 
     given = pod_templates(build({"model": HF, "resources": {"memory": "32Gi"}}))[0]
     res = given["spec"]["containers"][0]["resources"]
-    assert res["limits"]["memory"] == res["requests"]["memory"] == "32Gi"
+    assert res["limits"]["memory"] == res["requests"]["memory"] == "34Gi"  # + 2Gi shm
     assert res["requests"]["cpu"] == "3"  # the one the user left out is still sized
 
 
@@ -100,7 +103,7 @@ def test_parameter_counts_from_names(text, count):
 def test_stated_parameters_win_over_the_name():
     spec = {"model": {"source": {"huggingFace": "org/mystery"}, "parameters": "70B"}}
     requests = pod_templates(build(spec))[0]["spec"]["containers"][0]["resources"]["requests"]
-    assert requests["memory"] == "9Gi"  # 4 + a full 5 GiB shard
+    assert requests["memory"] == "11Gi"  # 4 + a full 5 GiB shard + 2 GiB shm
 
 
 def _policy(children: list[dict]) -> list[dict]:

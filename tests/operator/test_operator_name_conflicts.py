@@ -11,7 +11,10 @@ import asyncio
 
 import pytest
 
-from .emulator import LLMD, live, live_all
+from kubellm.operator.builders import model_cache as mc
+from kubellm.operator.validation import defaulted_spec
+
+from .emulator import LLMD, POOLS, live, live_all, serve_inference_pools
 from .harness import OperatorProcess, wait_until
 from .test_operator_emulated import (EVENTS, NS, condition, llmd_path, manifest, request)
 
@@ -19,6 +22,11 @@ LWS = "leaderworkerset.x-k8s.io/v1/leaderworkersets"
 SINGLE = {"model": {"source": {"huggingFace": "org/model"}}}
 MULTI = {"model": {"source": {"huggingFace": "org/big"}},
          "parallelism": {"tensor": 8, "pipeline": 2}}
+CACHED = {"model": {"source": {"huggingFace": "org/model-1B"}, "cache": {}}}
+# The loader Job's name: its cache key hashes the LLMDeployment's name, claim and model.
+LOADER_JOB = mc.job_name("chat", mc.cache_plan(
+    {"metadata": {"name": "chat"}}, defaulted_spec(CACHED)).key, 1)
+ROUTED = {**SINGLE, "routing": {"enabled": True}}
 USER_LABELS = {"app": "web"}
 POD_TEMPLATE = {"metadata": {"labels": USER_LABELS},
                 "spec": {"containers": [{"name": "web", "image": "nginx"}]}}
@@ -47,6 +55,41 @@ def _user_object(kind: str, name: str) -> tuple[str, str, dict]:
                 {"apiVersion": "networking.k8s.io/v1", "kind": kind, "metadata": meta,
                  "spec": {"podSelector": {"matchLabels": USER_LABELS},
                           "policyTypes": ["Ingress"]}})
+    if kind == "PersistentVolumeClaim":
+        return ("v1/persistentvolumeclaims", f"/api/v1/namespaces/{NS}/persistentvolumeclaims",
+                {"apiVersion": "v1", "kind": kind, "metadata": meta,
+                 "spec": {"accessModes": ["ReadWriteOnce"],
+                          "resources": {"requests": {"storage": "1Gi"}}}})
+    if kind == "PodDisruptionBudget":
+        return ("policy/v1/poddisruptionbudgets",
+                f"/apis/policy/v1/namespaces/{NS}/poddisruptionbudgets",
+                {"apiVersion": "policy/v1", "kind": kind, "metadata": meta,
+                 "spec": {"minAvailable": 1, "selector": {"matchLabels": USER_LABELS}}})
+    if kind == "Job":
+        return ("batch/v1/jobs", f"/apis/batch/v1/namespaces/{NS}/jobs",
+                {"apiVersion": "batch/v1", "kind": kind, "metadata": meta,
+                 "spec": {"template": {**POD_TEMPLATE, "spec": {
+                     **POD_TEMPLATE["spec"], "restartPolicy": "Never"}}}})
+    if kind == "InferencePool":
+        return (POOLS, f"/apis/inference.networking.k8s.io/v1/namespaces/{NS}/inferencepools",
+                {"apiVersion": "inference.networking.k8s.io/v1", "kind": kind,
+                 "metadata": meta, "spec": {"selector": {"matchLabels": USER_LABELS},
+                                            "targetPorts": [{"number": 80}]}})
+    if kind in ("ConfigMap", "ServiceAccount"):
+        plural = f"{kind.lower()}s"
+        return (f"v1/{plural}", f"/api/v1/namespaces/{NS}/{plural}",
+                {"apiVersion": "v1", "kind": kind, "metadata": meta,
+                 **({"data": {"k": "v"}} if kind == "ConfigMap" else {})})
+    if kind in ("Role", "RoleBinding"):
+        plural = f"{kind.lower()}s"
+        rbac = "rbac.authorization.k8s.io/v1"
+        body = {"rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]} \
+            if kind == "Role" else {"roleRef": {"apiGroup": "rbac.authorization.k8s.io",
+                                                "kind": "Role", "name": "web"},
+                                    "subjects": [{"kind": "ServiceAccount", "name": "web",
+                                                  "namespace": NS}]}
+        return (f"{rbac}/{plural}", f"/apis/{rbac}/namespaces/{NS}/{plural}",
+                {"apiVersion": rbac, "kind": kind, "metadata": meta, **body})
     if kind == "LeaderWorkerSet":
         return (LWS, f"/apis/leaderworkerset.x-k8s.io/v1/namespaces/{NS}/leaderworkersets",
                 {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": kind, "metadata": meta,
@@ -57,8 +100,9 @@ def _user_object(kind: str, name: str) -> tuple[str, str, dict]:
 
 def _what_the_user_set(obj: dict) -> dict:
     meta = obj["metadata"]
+    body = {k: v for k, v in obj.items() if k not in ("metadata", "status")}
     return {"labels": meta.get("labels"), "ownerReferences": meta.get("ownerReferences"),
-            "spec": obj["spec"], "uid": meta["uid"]}
+            "body": body, "uid": meta["uid"]}
 
 
 CASES = [  # (child kind, child name, LLMDeployment spec, LeaderWorkerSet served)
@@ -68,12 +112,23 @@ CASES = [  # (child kind, child name, LLMDeployment spec, LeaderWorkerSet served
     ("Service", "chat-pods", MULTI, False),  # the headless rendezvous Service
     ("LeaderWorkerSet", "chat", MULTI, True),
     ("NetworkPolicy", "chat", {**SINGLE, "networkPolicy": {"enabled": True}}, False),
+    ("PodDisruptionBudget", "chat", {**SINGLE, "replicas": 2}, False),
+    ("PersistentVolumeClaim", "chat-model-cache", CACHED, False),
+    ("Job", LOADER_JOB, CACHED, False),
+    # spec.routing (the InferencePool CRD served) and scale from zero.
+    ("InferencePool", "chat", ROUTED, False),
+    ("ConfigMap", "chat-epp", ROUTED, False),
+    ("ServiceAccount", "chat-epp", ROUTED, False),
+    ("Role", "chat-epp", ROUTED, False),
+    ("RoleBinding", "chat-epp", ROUTED, False),
 ]
 
 
 @pytest.mark.parametrize("kind, name, spec, lws", CASES,
                          ids=[f"{c[0]}-{c[1]}" for c in CASES])
 async def test_a_users_object_is_never_taken_over(cluster, tmp_path, kind, name, spec, lws):
+    if spec is ROUTED:
+        serve_inference_pools(cluster)
     if lws:
         cluster.resources[LWS] = cluster.ResourceInfo(
             kind="LeaderWorkerSet", namespaced=True,

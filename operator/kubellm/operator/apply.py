@@ -10,8 +10,13 @@ from kubellm.operator.resources import manifest_path, resource_path
 
 # Kinds an LLMDeployment may own, with their API versions.
 CHILD_KINDS = (("apps/v1", "Deployment"), ("apps/v1", "StatefulSet"), ("v1", "Service"),
-               ("networking.k8s.io/v1", "NetworkPolicy"))
+               ("networking.k8s.io/v1", "NetworkPolicy"), ("policy/v1", "PodDisruptionBudget"))
 LWS_KIND = ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet")
+# The Endpoint Picker's kinds (spec.routing), and the InferencePool when its CRD is served.
+ROUTING_KINDS = (("v1", "ConfigMap"), ("v1", "ServiceAccount"),
+                 ("rbac.authorization.k8s.io/v1", "Role"),
+                 ("rbac.authorization.k8s.io/v1", "RoleBinding"))
+POOL_KIND = ("inference.networking.k8s.io/v1", "InferencePool")
 
 
 def is_subset(desired: Any, actual: Any) -> bool:

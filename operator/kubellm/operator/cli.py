@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from kubellm.operator.builders.images import DEFAULT_ACTIVATOR_IMAGE, DEFAULT_EPP_IMAGE
 from kubellm.operator.version import __version__
 
 DEFAULT_IMAGE = f"ghcr.io/kubellm/kubellm:{__version__}"
@@ -45,6 +46,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         default=float(os.environ.get("KUBELLM_AUTOSCALER_TICK_SECONDS", "1")),
                         help="how often the autoscaler checks each LLMDeployment (it acts "
                              "every spec.autoscaling.scrapeIntervalSeconds)")
+    parser.add_argument("--cache-retry-seconds", type=float, default=60.0,
+                        help="wait before a failed model-cache loader Job is tried again; "
+                             "it doubles with each failure, up to 30 minutes")
+    parser.add_argument("--epp-image", default=DEFAULT_EPP_IMAGE,
+                        help="Endpoint Picker image for LLMDeployments with spec.routing "
+                             "that name none")
+    parser.add_argument("--activator-image", default=os.environ.get(
+                            "KUBELLM_ACTIVATOR_IMAGE", DEFAULT_ACTIVATOR_IMAGE),
+                        help="image with `kubellm-activator` (the operator's own) for "
+                             "LLMDeployments that scale from zero (env KUBELLM_ACTIVATOR_IMAGE)")
     parser.add_argument("--verbose", action="store_true", help="debug logs")
 
 
@@ -79,6 +90,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.resync_seconds <= 0:
         raise SystemExit(f"--resync-seconds must be > 0, got {args.resync_seconds}")
+    if args.cache_retry_seconds <= 0:
+        raise SystemExit(f"--cache-retry-seconds must be > 0, got {args.cache_retry_seconds}")
     policy = NetworkPolicyDefaults(enabled=args.network_policy,
                                    scrapers=args.network_policy_scraper)
     register_handlers(OperatorConfig(default_image=args.default_image,
@@ -86,7 +99,10 @@ def run(args: argparse.Namespace) -> int:
                                      network_policy=policy,
                                      reconcile="reconciler" in args.controllers,
                                      autoscale="autoscaler" in args.controllers,
-                                     autoscaler_tick_seconds=args.autoscaler_tick_seconds))
+                                     autoscaler_tick_seconds=args.autoscaler_tick_seconds,
+                                     cache_retry_seconds=args.cache_retry_seconds,
+                                     epp_image=args.epp_image,
+                                     activator_image=args.activator_image))
     kopf.configure(verbose=args.verbose, log_format=kopf.LogFormat[args.log_format.upper()],
                    log_refkey="object")
     liveness = (f"http://0.0.0.0:{args.liveness_port}/healthz"

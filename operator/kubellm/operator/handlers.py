@@ -14,6 +14,8 @@ import kopf
 
 from kubellm.operator.autoscaling.handlers import register_autoscaler
 from kubellm.operator.builders.network_policy import NetworkPolicyDefaults
+from kubellm.operator.builders.images import DEFAULT_ACTIVATOR_IMAGE, DEFAULT_EPP_IMAGE
+from kubellm.operator.cache_loader import RetryPolicy
 from kubellm.operator.builders.meta import MANAGED_BY_LABEL, MANAGER, owner_name
 from kubellm.operator.kube import KubeClient
 from kubellm.operator.resources import GROUP, PLURAL, VERSION, llmd_path
@@ -21,6 +23,7 @@ from kubellm.operator.reconcile import Reconciler
 
 ANNOTATION_PREFIX = "kubellm.io"
 RETRY_SECONDS = 5
+TIMER_EXIT_POLL_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,9 @@ class OperatorConfig:
     autoscale: bool = True  # the queue-depth autoscaler's timer
     autoscaler_tick_seconds: float = 1.0
     network_policy: NetworkPolicyDefaults = field(default_factory=NetworkPolicyDefaults)
+    cache_retry_seconds: float = 60.0  # first wait before a failed loader Job is retried
+    epp_image: str = DEFAULT_EPP_IMAGE  # spec.routing's Endpoint Picker
+    activator_image: str = DEFAULT_ACTIVATOR_IMAGE  # scale from zero (the operator's image)
 
 
 class _State:
@@ -38,8 +44,11 @@ class _State:
 
 
 STATE = _State()
+# Children whose changes trigger a pass at once (the resync timer catches the rest): a
+# loader Job finishing starts the servers without waiting for the next resync.
 CHILD_RESOURCES = (("apps", "v1", "deployments"), ("apps", "v1", "statefulsets"),
-                   ("", "v1", "services"), ("networking.k8s.io", "v1", "networkpolicies"))
+                   ("", "v1", "services"), ("networking.k8s.io", "v1", "networkpolicies"),
+                   ("batch", "v1", "jobs"), ("policy", "v1", "poddisruptionbudgets"))
 
 
 def register_handlers(config: OperatorConfig) -> None:
@@ -55,6 +64,9 @@ def register_handlers(config: OperatorConfig) -> None:
         settings.posting.level = logging.WARNING  # Events for problems, not for every pass
         # Timers (resync, autoscaler) make Kopf hold a finalizer; name it after us.
         settings.persistence.finalizer = f"{ANNOTATION_PREFIX}/operator"
+        # A deletion that finds a timer mid-pass waits for it to end: check again soon,
+        # not after Kopf's default minute (the finalizer holds the object meanwhile).
+        settings.background.cancellation_polling = TIMER_EXIT_POLL_SECONDS
 
     # Async, so the API client is made (and replaced on re-login) inside the event loop.
     @kopf.on.login(id="login")
@@ -63,8 +75,10 @@ def register_handlers(config: OperatorConfig) -> None:
         if info is None:
             raise kopf.LoginError("no in-cluster service account and no kubeconfig found")
         if STATE.reconciler is None:
-            STATE.reconciler = Reconciler(KubeClient(info), config.default_image,
-                                          config.network_policy)
+            STATE.reconciler = Reconciler(
+                KubeClient(info), config.default_image, config.network_policy,
+                cache_retry=RetryPolicy(base_seconds=config.cache_retry_seconds),
+                epp_image=config.epp_image, activator_image=config.activator_image)
         else:
             STATE.reconciler.client.update_credentials(info)
         return info

@@ -16,7 +16,10 @@ PLURALS = {"Deployment": "deployments", "StatefulSet": "statefulsets",
            "Service": "services", "LeaderWorkerSet": "leaderworkersets",
            "LLMDeployment": PLURAL, "Secret": "secrets", "Event": "events",
            "NetworkPolicy": "networkpolicies", "ScaledObject": "scaledobjects",
-           "Pod": "pods"}
+           "Pod": "pods", "Job": "jobs", "PersistentVolumeClaim": "persistentvolumeclaims",
+           "PodDisruptionBudget": "poddisruptionbudgets", "ConfigMap": "configmaps",
+           "ServiceAccount": "serviceaccounts", "Role": "roles", "RoleBinding": "rolebindings",
+           "InferencePool": "inferencepools", "HTTPScaledObject": "httpscaledobjects"}
 
 
 def resource_path(api_version: str, kind: str, namespace: str, name: str | None = None,

@@ -29,6 +29,17 @@ def _replicas_within_bounds(spec: dict[str, Any]) -> bool:
     return scaling["minReplicas"] <= spec["replicas"] <= scaling["maxReplicas"]
 
 
+# Labels the operator selects its pods by: a pod label may not replace them.
+RESERVED_LABELS = ("app.kubernetes.io/name", "app.kubernetes.io/instance",
+                   "app.kubernetes.io/managed-by")
+RESERVED_LABEL_PREFIX = "kubellm.io/"
+
+
+def _no_reserved_labels(labels: dict[str, Any]) -> bool:
+    return not any(k in RESERVED_LABELS or k.startswith(RESERVED_LABEL_PREFIX)
+                   for k in labels)
+
+
 RULES: tuple[Rule, ...] = (
     Rule(("model", "source"), "(has(self.huggingFace) ? 1 : 0) + (has(self.pvc) ? 1 : 0) "
                               "+ (has(self.embedded) ? 1 : 0) == 1",
@@ -49,6 +60,21 @@ RULES: tuple[Rule, ...] = (
          "spec.replicas must lie within [spec.autoscaling.minReplicas, "
          "spec.autoscaling.maxReplicas] while spec.autoscaling.enabled is true",
          _replicas_within_bounds),
+    # Day-2 operations: the model cache and pod labels.
+    Rule(("model",), "!has(self.cache) || (has(self.source) && has(self.source.huggingFace))",
+         "spec.model.cache needs spec.model.source.huggingFace (a pvc source is already a "
+         "volume; an embedded model is in the image)",
+         lambda model: "cache" not in model or "huggingFace" in model.get("source", {})),
+    Rule(("model", "cache"), "!has(self.claimName) || "
+                             "(!has(self.size) && !has(self.storageClassName))",
+         "spec.model.cache: size and storageClassName describe a claim the operator "
+         "creates; leave them out with claimName",
+         lambda c: "claimName" not in c or not ({"size", "storageClassName"} & set(c))),
+    Rule(("podLabels",), "self.all(k, !(k in " + repr(list(RESERVED_LABELS)) + ") && "
+                         f"!k.startsWith('{RESERVED_LABEL_PREFIX}'))",
+         "spec.podLabels may not set the app.kubernetes.io/name, instance or managed-by "
+         "labels, nor kubellm.io/ ones: the operator selects its pods by them",
+         _no_reserved_labels),
 )
 
 

@@ -150,10 +150,13 @@ RESOURCES = _obj(
                            default="nvidia.com/gpu"),
      "cpu": _quantity("CPU request and limit of one pod, e.g. 8. Unset: a request sized "
                       "from the ranks in the pod."),
-     "memory": _quantity("Memory request and limit of one pod, e.g. 64Gi. Unset: a "
-                         "request sized from the model and the layout."),
+     "memory": _quantity("Memory of the runtime in one pod, e.g. 64Gi: the pod's "
+                         "request and limit are this plus sharedMemory. Unset: a request "
+                         "sized from the model and the layout (plus sharedMemory)."),
      "sharedMemory": _quantity("Size of the /dev/shm memory volume (NCCL, data "
-                               "loading).", default="8Gi")},
+                               "loading); it counts against the pod's memory, so the "
+                               "memory request and limit are raised by it. Unset: 1Gi + "
+                               "1Gi per rank in the pod.")},
     default={})
 
 SERVICE = _obj(
@@ -192,10 +195,14 @@ SPEC = _obj(
                            "--default-image.", minLength=1),
      "imagePullPolicy": _f("string", "Pull policy of the image.",
                            enum=["Always", "IfNotPresent", "Never"]),
-     "nodeSelector": {"type": "object", "description": "Node labels the pods must match.",
+     "nodeSelector": {"type": "object", "description": "Node labels the pods that serve "
+                                                       "the model (and the loader) must match.",
                       "additionalProperties": {"type": "string"}},
-     "tolerations": _free("Pod tolerations (core/v1 Toleration).", "array"),
-     "affinity": _free("Pod affinity (core/v1 Affinity)."),
+     "tolerations": _free("Pod tolerations (core/v1 Toleration). GPU pods also "
+                          "tolerate the NoSchedule taint keyed by gpuResourceName "
+                          "(nvidia.com/gpu) unless one of these names that key.", "array"),
+     "affinity": _free("Pod affinity (core/v1 Affinity) of the pods that serve the model "
+                       "and the loader."),
      "service": SERVICE,
      "networkPolicy": NETWORK_POLICY,
      "apiKeySecretRef": SECRET_KEY_REF | {
@@ -204,6 +211,119 @@ SPEC = _obj(
      "env": _free("Extra environment variables of the runtime container "
                   "(core/v1 EnvVar).", "array")},
     required=["model"])
+
+# --- Day-2 operations: model cache, rollouts, scheduling ---------------------------------
+# Kept apart from the blocks above (and added to MODEL and SPEC below them) so that other
+# additions to those blocks merge without touching these lines.
+LABEL_MAP_MAX = 64
+
+MODEL_CACHE = _obj(
+    "Keep the weights on a PersistentVolumeClaim: a loader Job downloads them once per "
+    "model and revision (`kubellm download`), and every pod mounts the claim read-only "
+    "and starts only once it is filled (condition ModelCached). Only for huggingFace "
+    "sources. `cache: {}` makes a claim sized from the model.",
+    {"claimName": _f("string", "An existing claim to use; the operator neither creates "
+                               "nor deletes it. Unset: the operator creates "
+                               "<name>-model-cache.", minLength=1, maxLength=253),
+     "size": _quantity("Size of the claim the operator creates, e.g. 40Gi. Unset: the "
+                       "weights' size (from spec.model.parameters or the model's name) "
+                       "plus a quarter, at least 10Gi."),
+     "storageClassName": _f("string", "StorageClass of the claim the operator creates; "
+                                      "unset: the cluster's default.", maxLength=253),
+     "accessMode": _f("string", "How the claim attaches. ReadWriteOnce: to one node at a "
+                                "time, so every pod of this LLMDeployment is scheduled "
+                                "onto one node (replicas beyond its GPUs stay Pending; "
+                                "multi-node replicas are refused). ReadWriteMany (NFS, "
+                                "CephFS, Filestore, EFS): pods spread over nodes.",
+                      enum=["ReadWriteOnce", "ReadWriteMany"], default="ReadWriteOnce"),
+     "whenDeleted": _f("string", "What happens to the claim the operator created when the "
+                                 "LLMDeployment is deleted (or the cache is turned off): "
+                                 "Retain keeps it, and an LLMDeployment of the same name "
+                                 "adopts it again; Delete removes it.",
+                       enum=["Retain", "Delete"], default="Retain")})
+
+ROLLOUT = _obj(
+    "How pods are replaced when the spec changes, and how long a starting pod may take.",
+    {"maxSurge": _quantity("Pods (a number or a percentage of replicas) started above "
+                           "spec.replicas during a rollout; each needs its GPUs free. The "
+                           "default 1 starts the new pod beside the old one, which serves "
+                           "until the new one is Ready.", default=1),
+     "maxUnavailable": _quantity("Pods (a number or a percentage) that may be down during "
+                                 "a rollout. 1 with maxSurge 0 replaces pods in place, for "
+                                 "clusters without a spare GPU (an outage with one "
+                                 "replica).", default=0),
+     "startupTimeoutSeconds": _f("integer", "Longest a pod may take from start to serving "
+                                            "(download and load of the weights) before the "
+                                            "kubelet restarts it. Unset: sized from the "
+                                            "model's size and where its weights come from.",
+                                 minimum=60, maximum=86400)},
+    default={})
+
+DAY2_SPEC_FIELDS: dict[str, Schema] = {
+    "rollout": ROLLOUT,
+    "topologySpreadConstraints": {
+        "type": "array", "maxItems": 16,
+        "description": "Pod topology spread constraints (core/v1 "
+                       "TopologySpreadConstraint) of the pods that serve the model.",
+        "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+    "priorityClassName": _f("string", "PriorityClass of every pod (the Endpoint "
+                                             "Picker's and the activator's too).",
+                            maxLength=253),
+    "runtimeClassName": _f("string", "RuntimeClass of the pods that serve the model "
+                                                "(e.g. nvidia).",
+                           maxLength=253),
+    "podLabels": {"type": "object", "maxProperties": LABEL_MAP_MAX,
+                  "description": "Extra labels on every pod (not the app.kubernetes.io/ "
+                                 "or kubellm.io/ labels the operator selects pods by).",
+                  "additionalProperties": {"type": "string", "maxLength": 63}},
+    "podAnnotations": {"type": "object", "maxProperties": LABEL_MAP_MAX,
+                       "description": "Extra annotations on every pod.",
+                       "additionalProperties": {"type": "string"}},
+}
+MODEL["properties"]["cache"] = MODEL_CACHE
+SPEC["properties"].update(DAY2_SPEC_FIELDS)
+
+# --- Cluster-wide serving: inference-aware routing, scale from zero ----------------------
+ROUTING = _obj(
+    "Inference-aware routing through the Gateway API Inference Extension: an "
+    "InferencePool (inference.networking.k8s.io/v1) of the serving pods and an Endpoint "
+    "Picker that chooses a pod per request from their queue depth, KV-cache use and "
+    "prefix-cache hits. A gateway that supports InferencePools routes to it (an HTTPRoute "
+    "whose backendRef is the pool); the Service stays as it is.",
+    {"enabled": _f("boolean", "Create the InferencePool and its Endpoint Picker.",
+                   default=False),
+     "endpointPicker": _obj(
+         "The Endpoint Picker (EPP) Deployment, Service and RBAC the operator creates.",
+         {"image": _f("string", "EPP image; unset: the operator's --epp-image (the "
+                                "upstream release it was tested with).", minLength=1,
+                      maxLength=512),
+          "pluginsConfig": _f("string", "The EPP's EndpointPickerConfig (YAML). Unset: "
+                                        "queue-scorer (weight 2), kv-cache-utilization-"
+                                        "scorer (2) and prefix-cache-scorer (3).",
+                              maxLength=65536),
+          "failureMode": _f("string", "What the gateway does when the EPP does not "
+                                      "answer: FailClose rejects the request, FailOpen "
+                                      "sends it to any pod of the pool.",
+                            enum=["FailOpen", "FailClose"], default="FailClose"),
+          "extraArgs": {"type": "array", "maxItems": 32,
+                        "description": "Further EPP flags, appended as they are.",
+                        "items": {"type": "string", "maxLength": 256}},
+          "resources": _free("Resources of the EPP container (core/v1 "
+                             "ResourceRequirements). Unset: 1 CPU and 1Gi requested.")},
+         default={})},
+    default={})
+SPEC["properties"]["routing"] = ROUTING
+AUTOSCALING["properties"]["minReplicas"] = _f(
+    "integer", "Lower bound of replicas. 0 scales to zero after scaleToZeroAfterSeconds "
+               "without requests; the first request then waits while a replica starts "
+               "(operator mode: an activator holds it; keda mode: the KEDA HTTP add-on, or "
+               "the Endpoint Picker's flow control with routing enabled).",
+    minimum=0, default=1)
+AUTOSCALING["properties"]["scaleToZeroAfterSeconds"] = _f(
+    "integer", "With minReplicas 0: how long no request may wait or run on any replica "
+               "before the last one is removed (a cold start costs minutes of weight "
+               "loading, so longer than the scale-down window).",
+    minimum=30, maximum=86400, default=600)
 
 CONDITION = _obj(
     "One observation of the LLMDeployment's state.",
@@ -235,4 +355,16 @@ STATUS = _obj(
                          format="date-time"),
      "autoscaler": {"type": "object", "description": "The autoscaler's own state (its "
                     "metric window), kept on the object across operator restarts.",
-                    "x-kubernetes-preserve-unknown-fields": True}})
+                    "x-kubernetes-preserve-unknown-fields": True},
+     "routing": _obj("Where a gateway routes to this LLMDeployment (spec.routing).",
+                     {"inferencePool": _f("string", "Name of the InferencePool."),
+                      "endpointPicker": _f("string", "host:port of the Endpoint Picker's "
+                                                     "ext-proc gRPC Service.")}),
+     "coldStart": _obj("Scale from zero: how long the first replica took to be Ready.",
+                       {"startedAt": _f("string", "When replicas went from 0 to more "
+                                                  "(cleared once one is Ready).",
+                                        format="date-time"),
+                        "lastSeconds": _f("number", "Seconds from the last scale from "
+                                                    "zero to the first Ready replica."),
+                        "lastReadyAt": _f("string", "When that replica turned Ready.",
+                                          format="date-time")})})

@@ -13,7 +13,10 @@ from typing import Any
 
 from kubellm.operator.builders.children import Topology
 
-OWN_CONDITIONS = ("Ready", "Progressing", "Degraded")
+OWN_CONDITIONS = ("Ready", "Progressing", "Degraded", "ModelCached", "Routing")
+NO_SPARE_GPU_HINT = ("the old pods keep serving until it starts; spec.rollout.maxUnavailable: "
+                     "1 with maxSurge: 0 would replace them in place instead (an outage with "
+                     "one replica)")
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,12 @@ def _rollout_done(workload: dict[str, Any], desired: int) -> bool:
     current = generation is None or seen is None or seen >= generation
     return current and status.get("updatedReplicas", 0) >= desired \
         and status.get("replicas", 0) <= desired
+
+
+def group_serving(group: dict[str, Any], size: int) -> bool:
+    """Whether a multi-node group's StatefulSet runs its latest template, all ranks ready."""
+    return _rollout_done(group, size) and \
+        (group.get("status") or {}).get("readyReplicas", 0) >= size
 
 
 def observe(topo: Topology, spec: dict[str, Any], workloads: list[dict[str, Any]]) -> Observed:
@@ -52,32 +61,69 @@ def _condition(type_: str, ok: bool, reason: str, message: str) -> dict[str, Any
             "message": message}
 
 
+def unschedulable_message(pods: list[dict[str, Any]]) -> str | None:
+    """Why the first Pending pod the scheduler refused waits (its own message)."""
+    for pod in sorted(pods, key=lambda p: p["metadata"].get("name", "")):
+        status = pod.get("status") or {}
+        if pod["metadata"].get("deletionTimestamp") or status.get("phase") != "Pending":
+            continue
+        for cond in status.get("conditions") or []:
+            if cond.get("type") == "PodScheduled" and cond.get("status") == "False" \
+                    and cond.get("reason") == "Unschedulable":
+                return (f"pod {pod['metadata']['name']} is Pending: "
+                        f"{cond.get('message') or 'no node fits it'}")
+    return None
+
+
 def healthy_status(cr: dict[str, Any], spec: dict[str, Any], observed: Observed, *,
-                   selector: str, endpoint: str, model: str) -> dict[str, Any]:
+                   selector: str, endpoint: str, model: str,
+                   extra_conditions: tuple[dict[str, Any], ...] = (),
+                   waiting: tuple[str, str] | None = None,
+                   unschedulable: str | None = None) -> dict[str, Any]:
+    """``waiting``: (reason, message) of what holds the rollout back (the model cache);
+    ``unschedulable``: the scheduler's word on a Pending pod of this LLMDeployment."""
     desired = spec["replicas"]
     ready = observed.ready_replicas
     counts = f"{ready}/{desired} replicas ready"
     is_ready = desired > 0 and ready >= desired
-    progressing = not observed.rollout_done or ready < desired
+    progressing = not observed.rollout_done or ready < desired or waiting is not None
     if desired == 0:
         phase, ready_reason = "Pending", "ScaledToZero"
     else:
         phase = "Ready" if is_ready and not progressing else "Progressing"
         ready_reason = "ReplicasReady" if is_ready else "ReplicasNotReady"
+    if waiting is not None:
+        progress = _condition("Progressing", True, waiting[0], f"{counts}; {waiting[1]}")
+    elif progressing and unschedulable:
+        hint = f"; {NO_SPARE_GPU_HINT}" if ready > 0 else ""
+        progress = _condition("Progressing", True, "PodsUnschedulable",
+                              f"{counts}; {unschedulable}{hint}")
+    else:
+        progress = _condition("Progressing", progressing,
+                              "RollingOut" if progressing else "RolloutComplete", counts)
     return {
         "phase": phase, "replicas": observed.replicas, "readyReplicas": ready,
         "selector": selector, "endpoint": endpoint, "model": model,
         "observedGeneration": cr["metadata"].get("generation"),
         "conditions": [
             _condition("Ready", is_ready, ready_reason, counts),
-            _condition("Progressing", progressing,
-                       "RollingOut" if progressing else "RolloutComplete", counts),
+            progress,
             _condition("Degraded", False, "ReconcileSucceeded", "children match the spec"),
+            *extra_conditions,
         ],
     }
 
 
-def degraded_status(cr: dict[str, Any], reason: str, message: str) -> dict[str, Any]:
+def with_degraded(mine: dict[str, Any], reason: str, message: str) -> dict[str, Any]:
+    """``mine`` (a healthy status: replicas as observed, e.g. old pods still serving) turned
+    Degraded for a problem that blocks only part of the spec (the model cache's loader)."""
+    conditions = [c for c in mine["conditions"] if c["type"] != "Degraded"]
+    return {**mine, "phase": "Degraded",
+            "conditions": [_condition("Degraded", True, reason, message), *conditions]}
+
+
+def degraded_status(cr: dict[str, Any], reason: str, message: str,
+                    extra_conditions: tuple[dict[str, Any], ...] = ()) -> dict[str, Any]:
     """Status for a spec the operator cannot act on; replica counts stay as they were."""
     return {
         "phase": "Degraded",
@@ -87,6 +133,7 @@ def degraded_status(cr: dict[str, Any], reason: str, message: str) -> dict[str, 
             _condition("Progressing", False, reason,
                        "blocked until the problem the Degraded condition names is fixed"),
             _condition("Ready", False, reason, message),
+            *extra_conditions,
         ],
     }
 

@@ -31,7 +31,7 @@ def resolve_model_dir(config: EngineConfig) -> str:
     # a Hugging Face id: the local hub cache first, then the hub (unless HF_HUB_OFFLINE);
     # pods point HF_HOME at a volume so that a restart does not download again
     from huggingface_hub import snapshot_download
-    patterns = ["*.json", "*.safetensors", "tokenizer*", "*.model", "*.txt"]
+    from kubellm.runtime.loading.hub import WEIGHT_PATTERNS as patterns
     revision = os.environ.get("KUBELLM_REVISION") or None
     try:
         return snapshot_download(config.model, revision=revision, local_files_only=True,

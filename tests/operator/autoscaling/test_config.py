@@ -26,7 +26,9 @@ def test_camel_case_fields_are_read():
 
 
 @pytest.mark.parametrize("fields,named", [
-    ({"minReplicas": 0}, "spec.autoscaling.minReplicas"),
+    ({"minReplicas": -1}, "spec.autoscaling.minReplicas"),
+    ({"minReplicas": 0, "maxReplicas": 0}, "spec.autoscaling.maxReplicas"),
+    ({"scaleToZeroAfterSeconds": 0}, "spec.autoscaling.scaleToZeroAfterSeconds"),
     ({"minReplicas": 5, "maxReplicas": 2}, "spec.autoscaling.maxReplicas"),
     ({"targetQueueDepth": 0}, "spec.autoscaling.targetQueueDepth"),
     ({"targetQueueDepth": "8"}, "spec.autoscaling.targetQueueDepth"),

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubellm.operator.kube import KubeClient
+from kubellm.operator.kube import ApiError, KubeClient
 from kubellm.operator.ownership import NameConflict, is_controlled_by
 from kubellm.operator.resources import llmd_path, manifest_path, resource_path
 
@@ -27,12 +27,13 @@ async def set_replicas(client: KubeClient, namespace: str, name: str, replicas: 
 
 
 async def apply_scaled_object(client: KubeClient, obj: dict[str, Any]) -> None:
-    """Create the ScaledObject, or merge-patch it to ``obj`` when it exists and is ours;
-    NameConflict (nothing changed) when one of that name belongs to someone else. An
-    ApiError 404 means the server serves no ScaledObjects (KEDA not installed)."""
+    """Create the KEDA object (ScaledObject, HTTPScaledObject), or merge-patch it to
+    ``obj`` when it exists and is ours; NameConflict (nothing changed) when one of that
+    name belongs to someone else. An ApiError 404 means the server does not serve that
+    kind (KEDA, or its HTTP add-on, not installed)."""
     current = await client.get(manifest_path(obj))
     if current is None:
-        await client.create(resource_path(KEDA_API_VERSION, "ScaledObject",
+        await client.create(resource_path(obj["apiVersion"], obj["kind"],
                                           obj["metadata"]["namespace"]), obj)
         return
     if not is_controlled_by(current, obj["metadata"]["ownerReferences"][0]["uid"]):
@@ -41,9 +42,18 @@ async def apply_scaled_object(client: KubeClient, obj: dict[str, Any]) -> None:
 
 
 async def delete_scaled_object(client: KubeClient, namespace: str, name: str,
-                               owner_uid: str) -> None:
-    """Delete our ScaledObject; one of that name that is not ours stays."""
-    path = resource_path(KEDA_API_VERSION, "ScaledObject", namespace, name)
-    current = await client.get(path)
+                               owner_uid: str, api_version: str = KEDA_API_VERSION,
+                               kind: str = "ScaledObject") -> bool:
+    """Delete our KEDA object; one of that name that is not ours stays. False when there
+    was none of ours (or the kind is not served)."""
+    path = resource_path(api_version, kind, namespace, name)
+    try:
+        current = await client.get(path)
+    except ApiError as e:
+        if e.status == 404:
+            return False
+        raise
     if current is not None and is_controlled_by(current, owner_uid):
         await client.delete(path)
+        return True
+    return False

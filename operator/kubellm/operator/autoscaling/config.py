@@ -30,6 +30,7 @@ _FIELDS: dict[str, tuple[str, type, Any]] = {
     "scaleUpStabilizationSeconds": ("scale_up_stabilization_seconds", float, 0.0),
     "scaleDownStabilizationSeconds": ("scale_down_stabilization_seconds", float, 300.0),
     "maxScaleUpStep": ("max_scale_up_step", int, 4),
+    "scaleToZeroAfterSeconds": ("scale_to_zero_after_seconds", float, 600.0),
 }
 
 
@@ -45,6 +46,7 @@ class AutoscalingSpec:
     scale_up_stabilization_seconds: float = 0.0
     scale_down_stabilization_seconds: float = 300.0
     max_scale_up_step: int = 4
+    scale_to_zero_after_seconds: float = 600.0  # idle time before 1 -> 0 (minReplicas 0)
 
     def __post_init__(self) -> None:
         def bad(field: str, why: str) -> InvalidAutoscalingSpec:
@@ -52,10 +54,10 @@ class AutoscalingSpec:
 
         if self.mode not in MODES:
             raise bad("mode", f"must be one of {', '.join(MODES)}, got {self.mode!r}")
-        if self.min_replicas < 1:
-            raise bad("minReplicas", f"must be >= 1, got {self.min_replicas}")
-        if self.max_replicas < self.min_replicas:
-            raise bad("maxReplicas", f"({self.max_replicas}) must be >= "
+        if self.min_replicas < 0:
+            raise bad("minReplicas", f"must be >= 0, got {self.min_replicas}")
+        if self.max_replicas < max(1, self.min_replicas):
+            raise bad("maxReplicas", f"({self.max_replicas}) must be >= 1 and >= "
                                      f"spec.autoscaling.minReplicas ({self.min_replicas})")
         if not self.target_queue_depth > 0 or not math.isfinite(self.target_queue_depth):
             raise bad("targetQueueDepth", f"must be a number > 0, got {self.target_queue_depth}")
@@ -71,6 +73,9 @@ class AutoscalingSpec:
                       f"must be >= 0, got {self.scale_down_stabilization_seconds}")
         if self.max_scale_up_step < 1:
             raise bad("maxScaleUpStep", f"must be >= 1, got {self.max_scale_up_step}")
+        if not self.scale_to_zero_after_seconds > 0:
+            raise bad("scaleToZeroAfterSeconds",
+                      f"must be > 0, got {self.scale_to_zero_after_seconds}")
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any] | None) -> AutoscalingSpec:
@@ -85,10 +90,15 @@ class AutoscalingSpec:
         return cls(**values)
 
     @property
+    def scales_to_zero(self) -> bool:
+        return self.min_replicas == 0
+
+    @property
     def retention_seconds(self) -> float:
         """How far back the history must reach: every window the stabilization looks at."""
         stabilization = max(self.scale_up_stabilization_seconds,
-                            self.scale_down_stabilization_seconds)
+                            self.scale_down_stabilization_seconds,
+                            self.scale_to_zero_after_seconds if self.scales_to_zero else 0.0)
         return self.metrics_window_seconds + stabilization + self.scrape_interval_seconds
 
 

@@ -18,7 +18,11 @@ from typing import Any
 from kubellm.operator.autoscaling import api, keda, metrics, status as status_
 from kubellm.operator.autoscaling.config import AutoscalingSpec, InvalidAutoscalingSpec
 from kubellm.operator.autoscaling.history import MetricHistory
+from kubellm.operator.autoscaling.http_addon import (HTTP_API_VERSION,
+                                                     build_http_scaled_object,
+                                                     uses_http_addon)
 from kubellm.operator.autoscaling.policy import decide
+from kubellm.operator.builders.meta import activator_labels
 from kubellm.operator import status_writer
 from kubellm.operator.kube import ApiError, KubeClient
 from kubellm.operator.ownership import NameConflict
@@ -38,6 +42,8 @@ class Memory:
     last_scrape: float = float("-inf")
     keda_applied: dict | None = None
     keda_applied_at: float = float("-inf")
+    http_applied: dict | None = None
+    http_maybe_left: bool = True  # an HTTPScaledObject of ours may exist (unknown at start)
 
 
 async def autoscale(client: KubeClient, *, name: str, namespace: str, uid: str,
@@ -67,6 +73,7 @@ async def autoscale(client: KubeClient, *, name: str, namespace: str, uid: str,
     was_keda = ((status or {}).get("autoscaler") or {}).get("mode") == "keda"
     if was_keda and not (scaling.enabled and scaling.mode == "keda"):
         await api.delete_scaled_object(client, namespace, name, uid)
+        await _drop_http_scaled_object(client, name, namespace, uid, memory, logger)
         memory.keda_applied = None
         patch_status["autoscaler"] = {"mode": None}   # merge patch: drop the key
         logger.info(f"Deleted KEDA ScaledObject {namespace}/{name}")
@@ -85,6 +92,13 @@ async def autoscale(client: KubeClient, *, name: str, namespace: str, uid: str,
         except NameConflict as e:
             set_condition("NameConflict", str(e), warn=True)
             return
+        except HttpAddonUnavailable:
+            set_condition("KedaUnavailable", "the API server does not serve http.keda.sh/"
+                          "v1alpha1 HTTPScaledObjects, which hold requests while a "
+                          "minReplicas 0 LLMDeployment starts: install the KEDA HTTP add-on, "
+                          "enable spec.routing, or set spec.autoscaling.mode: operator",
+                          warn=True)
+            return
         except ApiError as e:
             if e.status != 404:
                 raise
@@ -92,8 +106,12 @@ async def autoscale(client: KubeClient, *, name: str, namespace: str, uid: str,
                           "ScaledObjects: install KEDA or set spec.autoscaling.mode: "
                           "operator", warn=True)
             return
-        set_condition("KedaManaged", f"KEDA ScaledObject {namespace}/{name} scales this "
-                      "LLMDeployment", mode="keda")
+        message = f"KEDA ScaledObject {namespace}/{name} scales this LLMDeployment"
+        if uses_http_addon(spec):
+            message += ("; requests that wake it from zero go through the KEDA HTTP "
+                        "add-on's interceptor (keda-add-ons-http-interceptor-proxy.keda:8080) "
+                        f"with Host: {name}.{namespace}.svc")
+        set_condition("KedaManaged", message, mode="keda")
         return
 
     if now - memory.last_scrape < scaling.scrape_interval_seconds - 1e-3:
@@ -113,15 +131,64 @@ async def write_status(client: KubeClient, namespace: str, name: str,
                                          lambda fresh: status_.rebased(fragment, fresh, now))
 
 
+def _labels(selector: str) -> dict[str, str]:
+    """A status.selector string (k=v,k=v) as a dict; other operators are not ours."""
+    return dict(part.split("=", 1) for part in selector.split(",") if "=" in part)
+
+
+def _has(pod: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    have = (pod.get("metadata") or {}).get("labels") or {}
+    return all(have.get(k) == v for k, v in labels.items())
+
+
+async def _held_by_activator(client: KubeClient, name: str, namespace: str,
+                             timeout: float) -> float | None:
+    """Requests the activator pods hold (their waiting gauge); None if none answered."""
+    labels = activator_labels(name)
+    selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+    pods = [p for p in await api.list_pods(client, namespace, selector) if _has(p, labels)]
+    loads = await metrics.scrape_fleet(filter(None, map(metrics.metrics_url, pods)), timeout)
+    answered = [load for load in loads if load is not None]
+    return sum(load.waiting for load in answered) if answered else None
+
+
 def capacity_key(spec: Mapping[str, Any]) -> str:
     """A digest of what decides how many requests one replica runs at once."""
     shape = {k: spec.get(k) for k in ("model", "parallelism", "engine", "resources")}
     return hashlib.sha256(json.dumps(shape, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+class HttpAddonUnavailable(Exception):
+    """minReplicas 0 in keda mode without routing, and no HTTPScaledObject kind served."""
+
+
+async def _drop_http_scaled_object(client: KubeClient, name: str, namespace: str, uid: str,
+                                   memory: Memory, logger: logging.Logger) -> None:
+    if memory.http_applied is None and not memory.http_maybe_left:
+        return
+    if await api.delete_scaled_object(client, namespace, name, uid, HTTP_API_VERSION,
+                                      "HTTPScaledObject"):
+        logger.info(f"Deleted KEDA HTTPScaledObject {namespace}/{name}")
+    memory.http_applied, memory.http_maybe_left = None, False
+
+
 async def _apply_keda(client: KubeClient, name: str, namespace: str, uid: str,
                       spec: Mapping[str, Any], memory: Memory, now: float,
                       logger: logging.Logger) -> None:
+    if uses_http_addon(spec):
+        # First, so that the ScaledObject's push trigger names an existing object.
+        wanted_http = build_http_scaled_object(name, namespace, spec, uid)
+        if wanted_http != memory.http_applied or \
+                now - memory.keda_applied_at >= KEDA_REAPPLY_SECONDS:
+            try:
+                await api.apply_scaled_object(client, wanted_http)
+            except ApiError as e:
+                if e.status == 404:
+                    raise HttpAddonUnavailable() from None
+                raise
+            memory.http_applied, memory.http_maybe_left = wanted_http, True
+    else:
+        await _drop_http_scaled_object(client, name, namespace, uid, memory, logger)
     wanted = keda.build_scaled_object(name, namespace, spec, uid)
     if wanted != memory.keda_applied or now - memory.keda_applied_at >= KEDA_REAPPLY_SECONDS:
         await api.apply_scaled_object(client, wanted)
@@ -148,12 +215,17 @@ async def _scrape_and_scale(client: KubeClient, name: str, namespace: str,
                 now))
         return
 
-    pods = await api.list_pods(client, namespace, selector)
+    # (Filtered here too: an API server may ignore the label selector, and the activator
+    # of a scale from zero, scraped apart, must never count as a replica.)
+    wanted = _labels(selector)
+    pods = [p for p in await api.list_pods(client, namespace, selector) if _has(p, wanted)]
     urls = [url for url in map(metrics.metrics_url, pods) if url]
     timeout = min(SCRAPE_TIMEOUT_SECONDS, scaling.scrape_interval_seconds / 2)
     loads = await metrics.scrape_fleet(urls, timeout)
+    held = await _held_by_activator(client, name, namespace, timeout) \
+        if scaling.scales_to_zero else None
     memory.history = memory.history.for_capacity_key(capacity_key(spec)).record(
-        metrics.to_sample(loads, now, current), scaling)
+        metrics.to_sample(loads, now, current, held), scaling)
 
     last_scale = status_.parse_time((status or {}).get("lastScaleTime"))
     decision = decide(memory.history, scaling, current, last_scale, now)

@@ -25,6 +25,9 @@ class Sample:
     # Mean running count of the answering pods that had a queue: a pod only queues
     # when it runs all it can, so this is what one replica can run at once.
     saturated_running: float | None = None
+    # Requests the activator holds while no replica is ready (scale from zero); None when
+    # there is no activator or it did not answer.
+    held: float | None = None
 
     def __post_init__(self) -> None:
         if self.num_answered < 0 or self.num_ready < self.num_answered:
@@ -38,27 +41,35 @@ class Sample:
 
     @property
     def is_known(self) -> bool:
-        return self.num_answered > 0
+        return self.num_answered > 0 or self.held is not None
 
     @property
     def fleet_waiting(self) -> float:
-        """Waiting requests of the whole fleet; a silent pod counts as the average pod."""
-        return self.waiting / self.num_answered * self.num_ready if self.is_known else 0.0
+        """Waiting requests of the whole fleet (a silent pod counts as the average pod),
+        with the ones the activator holds."""
+        pods = self.waiting / self.num_answered * self.num_ready if self.num_answered else 0.0
+        return pods + (self.held or 0.0)
 
     @property
     def fleet_running(self) -> float:
-        return self.running / self.num_answered * self.num_ready if self.is_known else 0.0
+        return self.running / self.num_answered * self.num_ready if self.num_answered else 0.0
+
+    @property
+    def is_idle(self) -> bool:
+        return self.is_known and self.fleet_waiting == 0 and self.fleet_running == 0
 
     def to_json(self) -> list[Any]:
         # A list, not a dict: the window lives in status, so keep it compact.
         return [round(self.time, 3), self.waiting, self.running, self.num_answered,
-                self.num_ready, self.replicas, self.saturated_running]
+                self.num_ready, self.replicas, self.saturated_running, self.held]
 
     @classmethod
     def from_json(cls, row: Any) -> Sample:
-        time, waiting, running, answered, ready, replicas, saturated = row
+        time, waiting, running, answered, ready, replicas, saturated, *rest = row
+        held = rest[0] if rest else None  # rows written before scale from zero have 7
         return cls(float(time), float(waiting), float(running), int(answered), int(ready),
-                   int(replicas), None if saturated is None else float(saturated))
+                   int(replicas), None if saturated is None else float(saturated),
+                   None if held is None else float(held))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -5,6 +5,11 @@ which is our queue formula with threshold = targetQueueDepth. The behaviour bloc
 our stabilization windows and step limit. When spec.engine.maxNumSeqs is set, a second
 trigger on running requests (threshold maxNumSeqs) stands in for our running signal:
 the HPA takes the larger of the two, so a busy fleet is not scaled below what it runs.
+
+minReplicas 0: the pods' series vanish at zero replicas, so something that outlives
+them wakes the model: with spec.routing, the Endpoint Picker's flow-control queue (it
+holds the requests); without, the KEDA HTTP add-on's interceptor (http_addon.py).
+KEDA's cooldownPeriod, which governs the last replica, is scaleToZeroAfterSeconds.
 """
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ from typing import Any
 
 from kubellm.operator.resources import API_VERSION
 from kubellm.operator.autoscaling.config import AutoscalingSpec, InvalidAutoscalingSpec
+from kubellm.operator.autoscaling.http_addon import push_trigger, uses_http_addon
 
 # The HPA KEDA creates rejects longer stabilization windows (autoscaling/v2 validation).
 HPA_MAX_STABILIZATION_SECONDS = 3600
@@ -46,6 +52,19 @@ def build_scaled_object(name: str, namespace: str, spec: Mapping[str, Any], uid:
         triggers.append(_trigger("running", address,
                                  f"sum(avg_over_time(vllm:num_requests_running{series}[{window}]))",
                                  max_num_seqs))
+    cooldown = scaling.scale_down_stabilization_seconds
+    if scaling.scales_to_zero:
+        cooldown = scaling.scale_to_zero_after_seconds
+        if (spec.get("routing") or {}).get("enabled"):
+            epp = f'{{namespace="{namespace}",service="{name}-epp"}}'
+            triggers.append(_trigger(
+                "epp-queue", address,
+                f"sum(inference_extension_flow_control_queue_size{epp})",
+                scaling.target_queue_depth, activation=0))
+        for trigger in triggers:  # no pods (or no queue yet), no series: zero, not an error
+            trigger["metadata"]["ignoreNullValues"] = "true"
+        if uses_http_addon(spec):
+            triggers.append(push_trigger(name))
     return {
         "apiVersion": "keda.sh/v1alpha1",
         "kind": "ScaledObject",
@@ -63,7 +82,7 @@ def build_scaled_object(name: str, namespace: str, spec: Mapping[str, Any], uid:
             "scaleTargetRef": {"apiVersion": API_VERSION, "kind": "LLMDeployment",
                                "name": name},
             "pollingInterval": period,
-            "cooldownPeriod": int(scaling.scale_down_stabilization_seconds),
+            "cooldownPeriod": int(cooldown),
             "minReplicaCount": scaling.min_replicas,
             "maxReplicaCount": scaling.max_replicas,
             "advanced": {"horizontalPodAutoscalerConfig": {"behavior": {
@@ -82,10 +101,13 @@ def build_scaled_object(name: str, namespace: str, spec: Mapping[str, Any], uid:
     }
 
 
-def _trigger(name: str, address: str, query: str, threshold: float) -> dict[str, Any]:
+def _trigger(name: str, address: str, query: str, threshold: float,
+             activation: float | None = None) -> dict[str, Any]:
+    meta = {"serverAddress": address, "query": query, "threshold": f"{threshold:g}",
+            # An empty result is an error (HPA holds), not zero: a fleet we cannot see
+            # is not an idle fleet.
+            "ignoreNullValues": "false"}
+    if activation is not None:  # 0 -> 1 as soon as the value exceeds it
+        meta["activationThreshold"] = f"{activation:g}"
     return {"type": "prometheus", "name": name, "metricType": "AverageValue",
-            "metadata": {"serverAddress": address, "query": query,
-                         "threshold": f"{threshold:g}",
-                         # An empty result is an error (HPA holds), not zero: a fleet we
-                         # cannot see is not an idle fleet.
-                         "ignoreNullValues": "false"}}
+            "metadata": meta}

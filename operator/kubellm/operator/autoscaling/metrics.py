@@ -83,11 +83,14 @@ async def scrape_fleet(urls: Iterable[str], timeout: float) -> list[PodLoad | No
         return list(await asyncio.gather(*(scrape_pod(session, u, timeout) for u in urls)))
 
 
-def to_sample(loads: Sequence[PodLoad | None], time: float, replicas: int) -> Sample:
+def to_sample(loads: Sequence[PodLoad | None], time: float, replicas: int,
+              held: float | None = None) -> Sample:
+    """``held``: what the activator holds (its waiting gauge), None without one."""
     answered = [load for load in loads if load is not None]
     saturated = [load.running for load in answered if load.waiting > 0]
     return Sample(time=time,
                   waiting=sum(load.waiting for load in answered),
                   running=sum(load.running for load in answered),
                   num_answered=len(answered), num_ready=len(loads), replicas=replicas,
-                  saturated_running=sum(saturated) / len(saturated) if saturated else None)
+                  saturated_running=sum(saturated) / len(saturated) if saturated else None,
+                  held=held)

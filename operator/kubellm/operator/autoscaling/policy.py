@@ -20,7 +20,10 @@ scaleUpStabilizationSeconds (bounded by maxScaleUpStep), down to the largest of 
 scaleDownStabilizationSeconds, and down only once the history covers that window and the
 last scale is a metrics window ago (before that the window still describes the fleet as
 it was before the scale). Samples with no answering pod are ignored; a window
-without any holds the replicas.
+without any holds the replicas. With minReplicas 0 the last replica goes only after
+scaleToZeroAfterSeconds in which no sample saw a request waiting, running or held by the
+activator; held requests (the activator's, while no replica is ready) count as waiting,
+so the first request of an idle LLMDeployment asks for a replica.
 """
 from __future__ import annotations
 
@@ -142,6 +145,14 @@ def decide(history: MetricHistory, spec: AutoscalingSpec, current_replicas: int,
 
     down = max(r for t, r in recommendations
                if t > now - spec.scale_down_stabilization_seconds or t == now)
+    if down == 0 < current:
+        idle_for = _idle_seconds(samples, now)
+        if idle_for < spec.scale_to_zero_after_seconds:
+            if current == 1:
+                return decision(current, "ScaleToZeroPending",
+                                f"no demand for {idle_for:.0f}s; the last replica goes "
+                                f"after {spec.scale_to_zero_after_seconds:g}s without any")
+            down = 1  # down to one replica now, to zero once idle long enough
     if down < current:
         window = spec.scale_down_stabilization_seconds
         observed = now - samples[0].time
@@ -160,6 +171,14 @@ def decide(history: MetricHistory, spec: AutoscalingSpec, current_replicas: int,
                         f"{recommended} replicas would do; the last "
                         f"{spec.scale_down_stabilization_seconds:g}s asked for {down}")
     return decision(current, "WithinTarget", f"holding {current} replicas")
+
+
+def _idle_seconds(samples: Sequence[Sample], now: float) -> float:
+    """How long every sample has shown no request waiting, running or held (a sample
+    with no answer is not idle: a fleet we cannot see is not an idle fleet)."""
+    busy = [s.time for s in samples if not s.is_idle]
+    start = max(busy) if busy else (samples[0].time if samples else now)
+    return now - start
 
 
 def _ceil(x: float) -> int:

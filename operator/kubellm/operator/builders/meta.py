@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubellm.operator.rendezvous import STATEFULSET_INDEX_LABEL
 from kubellm.operator.resources import API_VERSION, KIND
 
 NAME_LABEL = "app.kubernetes.io/name"
@@ -11,11 +12,40 @@ MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 ROLE_LABEL = "kubellm.io/role"  # leader: serves HTTP; worker: a later pipeline stage
 GROUP_LABEL = "kubellm.io/group"  # replica index of a multi-node StatefulSet group
 MANAGER = "kubellm-operator"
+COMPONENT_LABEL = "app.kubernetes.io/component"
+# app.kubernetes.io/name of the pods that are not model servers: no selector of the
+# servers (Deployment, PodDisruptionBudget, NetworkPolicy) ever matches them.
+ACTIVATOR_NAME, EPP_NAME = "kubellm-activator", "kubellm-epp"
 
 
 def selector_labels(name: str) -> dict[str, str]:
     """Labels that select every pod of one LLMDeployment (immutable once created)."""
     return {NAME_LABEL: "kubellm", INSTANCE_LABEL: name}
+
+
+# The activator's pods carry a value for every key a serving selector uses (ROLE_LABEL,
+# and the StatefulSet pod index of multi-node groups), so that switching the Service or
+# the pool between the replicas and the activator changes values only, never keys: a
+# server-side apply would keep a key it did not create with a POST (another field manager
+# owns it), and the switched selector would match nothing.
+ACTIVATOR_ROLE = "activator"
+
+
+def activator_labels(name: str) -> dict[str, str]:
+    """Labels of the activator pods of one LLMDeployment (scale from zero)."""
+    return {NAME_LABEL: ACTIVATOR_NAME, INSTANCE_LABEL: name, ROLE_LABEL: ACTIVATOR_ROLE,
+            STATEFULSET_INDEX_LABEL: "0"}
+
+
+def activator_selector(name: str, serving: dict[str, str]) -> dict[str, str]:
+    """The serving selector's keys with the activator pods' values."""
+    labels = activator_labels(name)
+    return {key: labels[key] for key in serving}
+
+
+def epp_labels(name: str) -> dict[str, str]:
+    """Labels of the Endpoint Picker pods of one LLMDeployment (routing)."""
+    return {NAME_LABEL: EPP_NAME, INSTANCE_LABEL: name}
 
 
 def child_labels(name: str) -> dict[str, str]:

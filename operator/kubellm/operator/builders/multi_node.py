@@ -11,7 +11,10 @@ from typing import Any
 from kubellm.operator import rendezvous as rdv
 from kubellm.operator.builders.meta import (GROUP_LABEL, ROLE_LABEL, child_metadata,
                                             selector_labels)
+from kubellm.operator.builders.model_cache import CachePlan
 from kubellm.operator.builders.pod import Probes, pod_spec
+from kubellm.operator.builders.rollout import leader_worker_set_strategy
+from kubellm.operator.builders.scheduling import pod_metadata
 
 LWS_API_VERSION = "leaderworkerset.x-k8s.io/v1"
 RENDEZVOUS_PORT = {"name": "rendezvous", "containerPort": rdv.DEFAULT_MASTER_PORT,
@@ -54,7 +57,7 @@ def build_headless_service(cr: dict[str, Any]) -> dict[str, Any]:
 
 
 def build_group_statefulset(cr: dict[str, Any], spec: dict[str, Any], image: str,
-                            group: int) -> dict[str, Any]:
+                            group: int, plan: CachePlan | None = None) -> dict[str, Any]:
     name, namespace = cr["metadata"]["name"], cr["metadata"]["namespace"]
     sts_name = group_name(name, group)
     service = headless_service_name(name)
@@ -70,8 +73,8 @@ def build_group_statefulset(cr: dict[str, Any], spec: dict[str, Any], image: str
             "podManagementPolicy": "Parallel",  # all ranks start together to rendezvous
             "selector": {"matchLabels": labels},
             "template": {
-                "metadata": {"labels": labels},
-                "spec": pod_spec(spec, name, image=image,
+                "metadata": pod_metadata(spec, labels),
+                "spec": pod_spec(spec, name, image=image, plan=plan,
                                  processes=spec["parallelism"]["tensor"],
                                  pods_per_replica=spec["parallelism"]["pipeline"],
                                  extra_env=env,
@@ -83,15 +86,15 @@ def build_group_statefulset(cr: dict[str, Any], spec: dict[str, Any], image: str
 
 
 def build_leader_worker_set(cr: dict[str, Any], spec: dict[str, Any],
-                            image: str) -> dict[str, Any]:
+                            image: str, plan: CachePlan | None = None) -> dict[str, Any]:
     name = cr["metadata"]["name"]
     tensor = spec["parallelism"]["tensor"]
     # LWS injects LWS_LEADER_ADDRESS into every pod of a group, ahead of our env.
     env = rendezvous_env(spec, "$(LWS_LEADER_ADDRESS)", rdv.LWS_WORKER_INDEX_LABEL)
 
     def template(role: str, probe_kind: str) -> dict[str, Any]:
-        return {"metadata": {"labels": {**selector_labels(name), ROLE_LABEL: role}},
-                "spec": pod_spec(spec, name, image=image, processes=tensor,
+        return {"metadata": pod_metadata(spec, {**selector_labels(name), ROLE_LABEL: role}),
+                "spec": pod_spec(spec, name, image=image, processes=tensor, plan=plan,
                                  pods_per_replica=spec["parallelism"]["pipeline"],
                                  extra_env=env,
                                  extra_ports=[RENDEZVOUS_PORT], probe_kind=probe_kind)}
@@ -102,6 +105,7 @@ def build_leader_worker_set(cr: dict[str, Any], spec: dict[str, Any],
         "spec": {
             "replicas": spec["replicas"],
             "startupPolicy": "LeaderCreated",
+            "rolloutStrategy": leader_worker_set_strategy(spec),
             "leaderWorkerTemplate": {
                 "size": spec["parallelism"]["pipeline"],
                 # A lost rank breaks the whole NCCL group: restart the group together.

@@ -31,13 +31,20 @@ def wants_network_policy(spec: dict[str, Any], defaults: NetworkPolicyDefaults) 
 
 
 def build_network_policy(cr: dict[str, Any], spec: dict[str, Any],
-                         defaults: NetworkPolicyDefaults, *,
-                         multi_pod: bool) -> dict[str, Any]:
+                         defaults: NetworkPolicyDefaults, *, multi_pod: bool,
+                         extra_clients: list[dict[str, Any]] = (),
+                         extra_scrapers: list[dict[str, Any]] = ()) -> dict[str, Any]:
+    """``extra_clients``: the activator (it forwards held requests); ``extra_scrapers``:
+    the Endpoint Picker (it reads /metrics)."""
     name = cr["metadata"]["name"]
     policy = spec.get("networkPolicy") or {}
     api_port = [{"protocol": "TCP", "port": HTTP_PORT}]
-    rules = [{"from": list(policy.get("from") or [SAME_NAMESPACE]), "ports": api_port}]
-    scrapers = list(defaults.scrapers) + list(policy.get("metricsFrom") or [])
+    clients = list(policy.get("from") or [SAME_NAMESPACE])
+    if policy.get("from"):  # the namespace default admits them already
+        clients += list(extra_clients)
+    rules = [{"from": clients, "ports": api_port}]
+    scrapers = (list(defaults.scrapers) + list(policy.get("metricsFrom") or [])
+                + list(extra_scrapers))
     if scrapers:
         rules.append({"from": scrapers, "ports": api_port})
     if multi_pod:

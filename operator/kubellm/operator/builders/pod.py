@@ -6,16 +6,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubellm.operator.builders import model_cache, volumes
+from kubellm.operator.builders.model_cache import CachePlan
+from kubellm.operator.builders.quantity import format_bytes, to_bytes
+from kubellm.operator.builders.scheduling import scheduling_fields
+from kubellm.operator.builders.security import CONTAINER_SECURITY, POD_SECURITY, RUNTIME_UID  # noqa: F401
 from kubellm.operator.builders.sizing import default_requests, uses_gpus
+from kubellm.operator.builders.startup import startup_failure_threshold, startup_seconds
+from kubellm.operator.builders.volumes import CACHE_MOUNT, MODEL_MOUNT
 from kubellm.operator.rendezvous import NODE_RANK
 
 HTTP_PORT = 8000  # the runtime's default --port; the Service maps spec.service.port to it
 HTTP_PORT_NAME = "http"
-RUNTIME_UID = 1000  # the image's non-root user (Dockerfile)
 PRESTOP_SLEEP_SECONDS = 5  # lets endpoints drop the pod before SIGTERM stops admission
 GRACE_MARGIN_SECONDS = 10  # on top of preStop + --shutdown-timeout, for process exit
-MODEL_MOUNT = "/models"
-CACHE_MOUNT = "/cache"
 
 # vLLM-style flag for each engine knob; booleans become --flag / --no-flag.
 ENGINE_FLAGS = {
@@ -80,12 +84,15 @@ def _secret_env(env_name: str, ref: dict[str, str]) -> dict[str, Any]:
             "valueFrom": {"secretKeyRef": {"name": ref["name"], "key": ref["key"]}}}
 
 
-def runtime_env(spec: dict[str, Any], extra: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def runtime_env(spec: dict[str, Any], extra: list[dict[str, Any]],
+                plan: CachePlan | None = None) -> list[dict[str, Any]]:
     """Env of the runtime container; ``extra`` (e.g. rendezvous) comes before the user's."""
     # The root filesystem is read-only: every cache goes to the writable /cache volume.
     env = [{"name": "HOME", "value": CACHE_MOUNT},
            {"name": "XDG_CACHE_HOME", "value": CACHE_MOUNT},
            {"name": "HF_HOME", "value": f"{CACHE_MOUNT}/huggingface"}]
+    if plan is not None:
+        env += model_cache.serving_env()
     if "apiKeySecretRef" in spec:
         env.append(_secret_env("KUBELLM_API_KEY", spec["apiKeySecretRef"]))
     if spec["model"].get("revision"):
@@ -119,13 +126,15 @@ def _check(kind: str, path: str) -> dict[str, Any]:
     return {"exec": {"command": ["python3", "-c", script]}}
 
 
-def probes(kind: str) -> dict[str, Any]:
+def probes(kind: str, startup_budget_seconds: int) -> dict[str, Any]:
     if kind == Probes.NONE:
         return {}
     return {
-        # Weight download + load can take many minutes: up to 60 min before liveness starts.
+        # Weight download + load take minutes, sized from the model (startup.py); liveness
+        # starts only once /health has answered.
         "startupProbe": {**_check(kind, "/health"), "periodSeconds": 10,
-                         "failureThreshold": 360, "timeoutSeconds": 5},
+                         "failureThreshold": startup_failure_threshold(startup_budget_seconds),
+                         "timeoutSeconds": 5},
         "readinessProbe": {**_check(kind, "/ready"), "periodSeconds": 5,
                            "failureThreshold": 3, "timeoutSeconds": 5},
         "livenessProbe": {**_check(kind, "/health"), "periodSeconds": 10,
@@ -135,71 +144,58 @@ def probes(kind: str) -> dict[str, Any]:
 
 def resources(spec: dict[str, Any], processes: int, pods_per_replica: int) -> dict[str, Any]:
     """GPUs as limits; CPU and memory as the user set them (request = limit), else
-    requests sized from the model and the layout (sizing.py), so no pod is BestEffort."""
+    requests sized from the model and the layout (sizing.py), so no pod is BestEffort.
+    The memory-backed /dev/shm counts against the pod's memory: both are raised by it."""
     res = spec["resources"]
     limits: dict[str, str] = {res["gpuResourceName"]: str(processes)} if uses_gpus(spec) else {}
     requests = default_requests(spec, processes, pods_per_replica)
     for key in ("cpu", "memory"):
         if key in res:
             limits[key] = requests[key] = str(res[key])
+    shm = volumes.shared_memory_bytes(spec, processes)
+    for amounts in (requests, limits):
+        if "memory" in amounts:
+            field = "spec.resources.memory"
+            amounts["memory"] = format_bytes(to_bytes(amounts["memory"], field) + shm)
+    if (scratch := volumes.scratch_bytes(spec)) is not None:
+        requests["ephemeral-storage"] = format_bytes(scratch)
     return {**({"limits": limits} if limits else {}), "requests": requests}
 
 
-CONTAINER_SECURITY = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                      "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}}
-POD_SECURITY = {"runAsNonRoot": True, "runAsUser": RUNTIME_UID, "runAsGroup": RUNTIME_UID,
-                "fsGroup": RUNTIME_UID, "seccompProfile": {"type": "RuntimeDefault"}}
-
-
 def container(spec: dict[str, Any], name: str, *, processes: int, pods_per_replica: int,
-              image: str,
+              image: str, plan: CachePlan | None,
               extra_env: list[dict[str, Any]], extra_ports: list[dict[str, Any]],
               probe_kind: str) -> dict[str, Any]:
-    mounts = [{"name": "dshm", "mountPath": "/dev/shm"},
-              {"name": "cache", "mountPath": CACHE_MOUNT},
-              {"name": "tmp", "mountPath": "/tmp"}]
-    if "pvc" in spec["model"]["source"]:
-        mounts.append({"name": "model", "mountPath": MODEL_MOUNT, "readOnly": True})
     ports = [{"name": HTTP_PORT_NAME, "containerPort": HTTP_PORT, "protocol": "TCP"}]
     c = {"name": "runtime", "image": image, "command": ["kubellm"],
          "args": serve_args(spec, name),
          "ports": ports + extra_ports,  # the HTTP port first: the autoscaler scrapes it
-         "env": runtime_env(spec, extra_env),
+         "env": runtime_env(spec, extra_env, plan),
          "resources": resources(spec, processes, pods_per_replica),
-         "volumeMounts": mounts,
+         "volumeMounts": volumes.mounts(spec, plan),
          "securityContext": CONTAINER_SECURITY,
          "lifecycle": {"preStop": {"exec": {
              "command": ["sleep", str(PRESTOP_SLEEP_SECONDS)]}}},
-         **probes(probe_kind)}
+         **probes(probe_kind, startup_seconds(spec, pods_per_replica))}
     if "imagePullPolicy" in spec:
         c["imagePullPolicy"] = spec["imagePullPolicy"]
     return c
 
 
-def volumes(spec: dict[str, Any]) -> list[dict[str, Any]]:
-    vols = [{"name": "dshm", "emptyDir": {"medium": "Memory",
-                                          "sizeLimit": str(spec["resources"]["sharedMemory"])}},
-            {"name": "cache", "emptyDir": {}},
-            {"name": "tmp", "emptyDir": {}}]
-    if "pvc" in spec["model"]["source"]:
-        vols.append({"name": "model", "persistentVolumeClaim": {
-            "claimName": spec["model"]["source"]["pvc"]["claimName"], "readOnly": True}})
-    return vols
-
-
 def pod_spec(spec: dict[str, Any], name: str, *, processes: int, image: str,
-             pods_per_replica: int = 1,
+             pods_per_replica: int = 1, plan: CachePlan | None = None,
              extra_env: list[dict[str, Any]] | None = None,
              extra_ports: list[dict[str, Any]] | None = None,
              probe_kind: str = Probes.HTTP) -> dict[str, Any]:
     grace = (PRESTOP_SLEEP_SECONDS + spec["engine"]["shutdownTimeoutSeconds"]
              + GRACE_MARGIN_SECONDS)
-    pod: dict[str, Any] = {
+    colocate = plan is not None and plan.access_mode == "ReadWriteOnce"
+    return {
         "containers": [container(spec, name, processes=processes,
-                                 pods_per_replica=pods_per_replica, image=image,
+                                 pods_per_replica=pods_per_replica, image=image, plan=plan,
                                  extra_env=extra_env or [], extra_ports=extra_ports or [],
                                  probe_kind=probe_kind)],
-        "volumes": volumes(spec),
+        "volumes": volumes.volumes(spec, plan, processes=processes),
         "securityContext": POD_SECURITY,
         # The runtime never calls the Kubernetes API: no token in the pod to steal.
         "automountServiceAccountToken": False,
@@ -207,8 +203,5 @@ def pod_spec(spec: dict[str, Any], name: str, *, processes: int, image: str,
         # Docker-link env of every Service in the namespace: a Service named `kubellm`
         # would set KUBELLM_PORT=tcp://..., which the runtime reads as its port and refuses.
         "enableServiceLinks": False,
+        **scheduling_fields(spec, name, gpu_pod=uses_gpus(spec), colocate=colocate),
     }
-    for key in ("nodeSelector", "tolerations", "affinity"):
-        if spec.get(key):
-            pod[key] = spec[key]
-    return pod

@@ -4,10 +4,14 @@ from __future__ import annotations
 from typing import Any
 
 from kubellm.operator.builders.meta import ROLE_LABEL, child_metadata, selector_labels
+from kubellm.operator.builders.model_cache import CachePlan
 from kubellm.operator.builders.pod import pod_spec
+from kubellm.operator.builders.rollout import deployment_strategy
+from kubellm.operator.builders.scheduling import pod_metadata
 
 
-def build_deployment(cr: dict[str, Any], spec: dict[str, Any], image: str) -> dict[str, Any]:
+def build_deployment(cr: dict[str, Any], spec: dict[str, Any], image: str,
+                     plan: CachePlan | None = None) -> dict[str, Any]:
     name = cr["metadata"]["name"]
     par = spec["parallelism"]
     pod_labels = {**selector_labels(name), ROLE_LABEL: "leader"}
@@ -17,12 +21,10 @@ def build_deployment(cr: dict[str, Any], spec: dict[str, Any], image: str) -> di
         "spec": {
             "replicas": spec["replicas"],
             "selector": {"matchLabels": selector_labels(name)},
-            # GPUs are scarce: replace pods one at a time instead of asking for a surge pod.
-            "strategy": {"type": "RollingUpdate",
-                         "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}},
+            "strategy": deployment_strategy(spec),
             "template": {
-                "metadata": {"labels": pod_labels},
-                "spec": pod_spec(spec, name, image=image,
+                "metadata": pod_metadata(spec, pod_labels),
+                "spec": pod_spec(spec, name, image=image, plan=plan,
                                  processes=par["tensor"] * par["pipeline"]),
             },
         },

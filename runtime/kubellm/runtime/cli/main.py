@@ -22,6 +22,7 @@ SUBCOMMANDS = {
     "generate": "kubellm.runtime.cli.generate",
     "serve": "kubellm.runtime.cli.serve",
     "bench": "kubellm.runtime.cli.bench",
+    "download": "kubellm.runtime.cli.download",
 }
 PLUGIN_GROUP = "kubellm.subcommands"
 

@@ -1,7 +1,8 @@
 """kubellm.runtime.loading: where weights come from — checkpoint files and their tensors
-(``loader``), the embedded default model converted from its GGUF (``default_model``), and
-the file-permission rule for what the runtime writes for other processes.
+(``loader``), the embedded default model converted from its GGUF (``default_model``), the
+hub files a model needs and ``kubellm download``'s fetch of them (``hub``), and the
+file-permission rule for what the runtime writes for other processes.
 
-May import: torch, safetensors, transformers, ``models`` (the registry). Never: ``engine``,
+May import: torch, safetensors, transformers, huggingface_hub, ``models`` (the registry). Never: ``engine``,
 ``server``, ``distributed``.
 """
