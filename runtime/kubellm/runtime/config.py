@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kubellm.runtime.config_sources import ConfigError
+from kubellm.runtime.kernel_switches import KernelSwitches
 
 DTYPES = ("auto", "float32", "float16", "bfloat16")
 DEVICES = ("auto", "cpu", "cuda")
@@ -50,6 +51,9 @@ class EngineConfig:
     async_scheduling: bool = _knob(True, "plan and launch the next step while the device "
                                          "runs the current one (single-process engines)")
     seed: int = _knob(0, "global seed for requests without their own")
+    kernel_switches: str = _knob("", "kernel variants to use instead of the defaults, e.g. "
+                                     "rope_kv_write,prefill_attention=on (see "
+                                     "kubellm/runtime/kernel_switches.py)")
 
     def __post_init__(self):
         _choice("dtype", self.dtype, DTYPES)
@@ -74,6 +78,7 @@ class EngineConfig:
             raise ConfigError("cpu_kv_cache_gb", f"must be > 0, got {self.cpu_kv_cache_gb}")
         if self.num_kv_blocks is not None and self.num_kv_blocks < 2:
             raise ConfigError("num_kv_blocks", "must be at least 2")
+        KernelSwitches.parse(self.kernel_switches)
 
     @classmethod
     def from_sources(cls, cli=None, config_file=None, env=None, **kwargs) -> "EngineConfig":

@@ -16,6 +16,9 @@ class AttentionMetadata:
     seq_lens_cpu: list[int]         # host copies for backends that loop in Python
     query_lens_cpu: list[int]
     is_decode_only: bool = False
+    # the first num_decodes sequences have one query token each (the scheduler puts a
+    # step's decodes first); a backend may attend to them apart from the prefills
+    num_decodes: int = 0
 
 
 _CURRENT: AttentionMetadata | None = None

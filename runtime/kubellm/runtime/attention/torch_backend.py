@@ -17,6 +17,12 @@ def write_kv(k, v, k_cache, v_cache, slot_mapping):
     v_cache.view(-1, *v_cache.shape[2:]).index_copy_(0, slots, v[keep])
 
 
+def attend(q, k, v, k_cache, v_cache, meta: AttentionMetadata, scale: float, switches=None):
+    """The backends' common entry: this one reads every key from the cache (where the
+    step's own were just written), whatever the switches say."""
+    return paged_attention(q, k_cache, v_cache, meta, scale)
+
+
 def paged_attention(q, k_cache, v_cache, meta: AttentionMetadata, scale: float):
     """q: [T, Hq, D] -> [T, Hq, D]; query token i of a sequence with q_len new tokens and
     context seq_len sits at position seq_len - q_len + i and sees keys up to there.

@@ -15,6 +15,7 @@ import torch.distributed as dist
 
 from kubellm.runtime.config import EngineConfig
 from kubellm.runtime.config_sources import ConfigError
+from kubellm.runtime.kernel_switches import KernelSwitches
 from kubellm.runtime.parallel import comm_timing
 from kubellm.runtime.parallel import state as ps
 from kubellm.runtime.distributed.layout import RankLayout
@@ -73,7 +74,8 @@ def build_stage_runner(config: EngineConfig, layout: RankLayout, plan: StagePlan
     backend = config.attention_backend
     if backend == "auto":
         backend = "triton" if device.type == "cuda" else "torch"
-    return ModelRunner(model, sampler, device, dtype, config.block_size, backend)
+    return ModelRunner(model, sampler, device, dtype, config.block_size, backend,
+                       KernelSwitches.parse(config.kernel_switches))
 
 
 def agree_num_blocks(config: EngineConfig, runner, layout: RankLayout) -> int:

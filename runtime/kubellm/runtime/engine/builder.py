@@ -8,6 +8,7 @@ from kubellm.runtime.assembly import (assemble_engine, eos_token_ids, load_token
                                       num_kv_blocks, resolve_device, resolve_dtype,
                                       resolve_max_model_len, resolve_model_dir)
 from kubellm.runtime.config import EngineConfig
+from kubellm.runtime.kernel_switches import KernelSwitches
 
 
 def build_engine(engine_cls, config: EngineConfig):
@@ -32,7 +33,8 @@ def build_engine(engine_cls, config: EngineConfig):
     backend = config.attention_backend
     if backend == "auto":
         backend = "triton" if device.type == "cuda" else "torch"
-    runner = ModelRunner(model, Sampler(eos), device, dtype, config.block_size, backend)
+    runner = ModelRunner(model, Sampler(eos), device, dtype, config.block_size, backend,
+                         KernelSwitches.parse(config.kernel_switches))
     num_blocks = num_kv_blocks(config, runner)
     capture_graphs = device.type == "cuda" and backend == "triton" and not config.enforce_eager
     return assemble_engine(engine_cls, config, tokenizer, runner, runner, num_blocks, eos,

@@ -21,10 +21,15 @@ class RotaryEmbedding(nn.Module):
         return build_cos_sin_cache(self.head_dim, self.max_position, self.base, self.scaling,
                                    device=device)
 
+    def table(self, device) -> torch.Tensor:
+        """The cos/sin table on ``device`` (built there on first use)."""
+        if self.cos_sin_cache is None or self.cos_sin_cache.device != device:
+            self.cos_sin_cache = self.build_cache(device)
+        return self.cos_sin_cache
+
     def forward(self, positions, q, k):
         """q: [T, Hq, D], k: [T, Hkv, D] -> rotated (new tensors)."""
-        if self.cos_sin_cache is None or self.cos_sin_cache.device != positions.device:
-            self.cos_sin_cache = self.build_cache(positions.device)
+        self.table(positions.device)
         if q.is_cuda:
             from kubellm.kernels.rotary import apply_rotary
             return apply_rotary(positions, q, k, self.cos_sin_cache)
