@@ -48,3 +48,25 @@ def test_prefill_attention_bench_smoke_writes_figures(tmp_path):
         assert row["sdpa_default_us"] > 0
     switches = (tmp_path / "kernel_switches_prefill.txt").read_text().strip()
     assert KernelSwitches.parse(switches).enabled() == result["recommended_switches"]
+
+
+def test_varlen_smoke_writes_figures(tmp_path):
+    run("benchmarks.gpu.varlen", "--seeds", "0,1", tmp_path=tmp_path)
+    result = json.loads((tmp_path / "varlen_chat.json").read_text())
+    runs = result["runs"]
+    assert [(r["engine"], r["seed"]) for r in runs] == [
+        ("hardware_aware_defaults", 0), ("hardware_aware_defaults", 1),
+        ("previous_fixed_defaults", 0)]
+    for r in runs:
+        assert r["output_tokens"] == sum(varlen_outputs(r["seed"]))   # every token made
+        assert 0 < r["fraction_of_limit"] and 0 < r["fraction_of_strict_limit"]
+        assert r["limit"]["strict_limit_s"] >= r["limit"]["limit_s"] > 0
+        steps = r["mixed_steps"] + r["decode_few_steps"] + r["decode_many_steps"]
+        assert steps == r["steps"] > 0
+        assert r["max_num_seqs"] > 0 and r["max_num_batched_tokens"] > 0
+    assert 0 < result["mean_fraction_of_limit"]
+
+
+def varlen_outputs(seed):
+    from benchmarks.gpu.varlen import lengths
+    return lengths("chat", seed, smoke=True)[1]

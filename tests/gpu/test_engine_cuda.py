@@ -50,13 +50,28 @@ def checkpoints(tmp_path_factory):
 @pytest.mark.parametrize("shape", ["llama3", "qwen3"])
 @pytest.mark.parametrize("enforce_eager", [False, True], ids=["graphs", "eager"])
 def test_bf16_top5_agreement_with_transformers(shape, enforce_eager, checkpoints):
+    _assert_top5_agreement(*checkpoints(shape), enforce_eager=enforce_eager)
+
+
+# every kernel switch on (kernel_switches.py): the fused rotary + KV write in graphs and
+# eager steps, the prefill kernel (plain and descriptor loads) on chunked prefills whose
+# later chunks read their context from the pages, beside decodes
+@pytest.mark.parametrize("shape,switches", [
+    ("llama3", "rope_kv_write,prefill_attention"),
+    ("llama3", "rope_kv_write,prefill_attention,prefill_attention_tma"),
+    ("qwen3", "rope_kv_write,prefill_attention,prefill_attention_tma")])
+def test_bf16_top5_agreement_with_kernel_switches(shape, switches, checkpoints):
+    _assert_top5_agreement(*checkpoints(shape), kernel_switches=switches,
+                           max_num_batched_tokens=512)
+
+
+def _assert_top5_agreement(path, hf, **engine_fields):
     from kubellm.runtime import LLM, SamplingParams
-    path, hf = checkpoints(shape)
     rng = random.Random(0)
     prompts = [[rng.randrange(1000, 100000) for _ in range(rng.randint(5, 300))]
                for _ in range(12)]
     llm = LLM(path, skip_tokenizer_init=True, max_model_len=2048, max_num_seqs=16,
-              enforce_eager=enforce_eager, gpu_memory_utilization=0.5)
+              gpu_memory_utilization=0.5, **engine_fields)
     assert llm.engine.executor.backend_name == "triton"
     assert llm.engine.executor.dtype == torch.bfloat16
     outs = llm.generate(prompts, SamplingParams(temperature=0, max_tokens=MAX_TOKENS,

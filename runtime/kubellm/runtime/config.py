@@ -38,8 +38,13 @@ class EngineConfig:
     gpu_memory_utilization: float = _knob(0.9, "fraction of GPU memory the engine may use")
     cpu_kv_cache_gb: float = _knob(1.0, "KV-cache size on CPU, in GiB")
     num_kv_blocks: int | None = _knob(None, "override the computed KV-cache pool size")
-    max_num_batched_tokens: int = _knob(2048, "token budget of one engine step")
-    max_num_seqs: int = _knob(256, "most requests running at once")
+    max_num_batched_tokens: int | None = _knob(None, "token budget of one engine step; none = "
+                                                     "chosen from the device and the model "
+                                                     "(logged)")
+    max_num_seqs: int | None = _knob(None, "most requests running at once; none = chosen from "
+                                           "the device, the model and the KV pool (logged)")
+    cuda_graph_sizes: str | None = _knob(None, "batch sizes of the captured decode graphs, e.g. "
+                                               "1,2,4,8,16,32; none = chosen from max_num_seqs")
     max_model_len: int | None = _knob(None, "longest prompt + output; default: the model's")
     enable_prefix_caching: bool = _knob(True, "reuse KV blocks of shared prompt prefixes")
     scheduling_policy: str = _knob("fcfs", "fcfs | priority | timeslice", POLICIES)
@@ -62,13 +67,16 @@ class EngineConfig:
         _choice("attention_backend", self.attention_backend, ATTENTION_BACKENDS)
         _choice("load_format", self.load_format, LOAD_FORMATS)
         for name in ("tensor_parallel_size", "pipeline_parallel_size", "block_size",
-                     "max_num_batched_tokens", "max_num_seqs", "timeslice_steps"):
+                     "timeslice_steps"):
             _positive_int(name, getattr(self, name))
         if self.block_size & (self.block_size - 1):
             raise ConfigError("block_size", f"must be a power of two, got {self.block_size}")
-        for name in ("num_kv_blocks", "max_model_len"):
+        for name in ("num_kv_blocks", "max_model_len", "max_num_batched_tokens",
+                     "max_num_seqs"):
             if getattr(self, name) is not None:
                 _positive_int(name, getattr(self, name))
+        if self.cuda_graph_sizes is not None:
+            parse_graph_sizes(self.cuda_graph_sizes)
         if self.pp_layer_partition is not None:
             parse_partition(self.pp_layer_partition, self.pipeline_parallel_size)
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
@@ -108,4 +116,16 @@ def parse_partition(text: str, pp_size: int) -> list[int]:
         raise bad(f"{len(sizes)} counts for pipeline_parallel_size={pp_size}")
     if min(sizes) < 1:
         raise bad("every stage needs at least one layer")
+    return sizes
+
+
+def parse_graph_sizes(text: str) -> list[int]:
+    """Batch sizes of "1,2,4,8": sorted, distinct, positive."""
+    try:
+        sizes = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise ConfigError("cuda_graph_sizes",
+                          f"{text!r}: expected comma-separated batch sizes") from None
+    if not sizes or sizes[0] < 1:
+        raise ConfigError("cuda_graph_sizes", f"{text!r}: batch sizes must be positive")
     return sizes

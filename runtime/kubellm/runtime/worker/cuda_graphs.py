@@ -24,11 +24,12 @@ def capture_sizes(max_num_seqs: int) -> list[int]:
 
 
 class DecodeGraphs:
-    def __init__(self, model, device, max_num_seqs: int, max_blocks_per_seq: int):
+    def __init__(self, model, device, max_num_seqs: int, max_blocks_per_seq: int,
+                 sizes: list[int] | None = None):
         # the model, not the runner that owns this object: no reference cycle, so a
         # dropped engine frees its graph pools and KV cache at once, without the gc
         self.model = model
-        self.sizes = capture_sizes(max_num_seqs)
+        self.sizes = sorted(sizes) if sizes else capture_sizes(max_num_seqs)
         self.max_bs = self.sizes[-1]
         dev = device
         self.token_ids = torch.zeros(self.max_bs, dtype=torch.int64, device=dev)

@@ -52,7 +52,8 @@ def cuda_kv_budget_bytes(runner, config) -> int:
         set_metadata(None)
     logits = None
     if model.is_last_stage:
-        rows = min(config.max_num_seqs, num_tokens)
+        # max_num_seqs unset: settled after this profile, never above the token budget
+        rows = min(config.max_num_seqs or num_tokens, num_tokens)
         logits = model.compute_logits(hidden[:rows]).float()
         torch.softmax(logits, dim=-1)      # the sampler's largest temporary
     torch.cuda.synchronize()

@@ -63,10 +63,11 @@ class ModelRunner:
             layer.k_cache = torch.zeros(shape, dtype=self.dtype, device=self.device)
             layer.v_cache = torch.zeros(shape, dtype=self.dtype, device=self.device)
 
-    def capture_decode_graphs(self, max_num_seqs: int, max_model_len: int) -> None:
+    def capture_decode_graphs(self, max_num_seqs: int, max_model_len: int,
+                              sizes: list[int] | None = None) -> None:
         from kubellm.runtime.worker.cuda_graphs import DecodeGraphs
         self.graphs = DecodeGraphs(self.model, self.device, max_num_seqs,
-                                   -(-max_model_len // self.block_size))
+                                   -(-max_model_len // self.block_size), sizes=sizes)
         self.graphs.capture()
 
     # ---- one step ------------------------------------------------------------------
