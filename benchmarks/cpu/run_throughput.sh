@@ -15,7 +15,7 @@ from benchmarks.common.tiny_models import write_tiny_model
 write_tiny_model("llama", Path(sys.argv[1]), default_model_path())
 PY
 cmd=(kubellm bench throughput --model "$model" --num-prompts 64 --input-len 32
-     --input-len-max 256 --output-len 64 --compare-hf --hf-batch-size 16 --json)
+     --input-len-max 256 --output-len 64 --compare-hf --hf-batch-size 64,16 --json)
 echo "${cmd[*]}" > "$out/throughput.cmd"
 "${cmd[@]}" 2>/dev/null | tee "$out/throughput.log"
 tail -n 1 "$out/throughput.log" > "$out/throughput.json"
