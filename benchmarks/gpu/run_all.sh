@@ -12,7 +12,8 @@
 #     issue 20's figures (~7 minutes): the decode step with each kernel switch alone
 #     (benchmarks/gpu/decode_ablation.py), prefill attention against SDPA flash
 #     (benchmarks/kernels/bench_prefill_attention.py), the variable-length workload
-#     (benchmarks/gpu/varlen.py, VARLEN_ARGS), then W (W_ARGS, default --compare-hf).
+#     (benchmarks/gpu/varlen.py, VARLEN_ARGS), then W (W_ARGS, default --compare-hf);
+#     small-model: the same chat workload on Qwen2.5-0.5B (host-bound steps).
 #     The first two write the switches that won to $OUT/kernel_switches_*.txt; varlen
 #     and w then run with them (KUBELLM_KERNEL_SWITCHES), unless it is set already.
 # Results land in $OUT (JSON, PNG, logs).
@@ -53,6 +54,10 @@ for stage in $STAGES; do
     prefill-attn)
              python3 -m benchmarks.kernels.bench_prefill_attention --out "$OUT" 2>&1 \
                | tee "$OUT/prefill_attention.log" | tail -12 ;;
+    small-model)   # the chat workload on Qwen2.5-0.5B: host work per step against a small step
+             use_winning_switches
+             python3 -m benchmarks.gpu.varlen --out "$OUT" --shape qwen2.5-0.5b --seeds 0 \
+               --skip-old-defaults 2>&1 | tee "$OUT/varlen_small.log" | grep -v Warning | tail -4 ;;
     varlen)  use_winning_switches
              # shellcheck disable=SC2086  # VARLEN_ARGS is a list of flags
              python3 -m benchmarks.gpu.varlen --out "$OUT" ${VARLEN_ARGS:-} 2>&1 \

@@ -6,7 +6,8 @@ sigma 1 (means ~420 and ~210; 1 in 150 prompts and 1 in 50 outputs reach the cap
 prompts clipped to [16, 3000] and outputs to [4, 1024]; random token ids; every request
 exactly its output length (EOS ignored); all submitted at once. ``prefill_heavy``: 256
 prompts of 3,000-4,000 tokens, 48-80 out. ``long``: four prompts of 30,000 tokens, 64
-out. Llama-3-8B shape, bf16, random weights.
+out. Llama-3-8B shape (``--shape qwen2.5-0.5b``: a small model, where the host's work
+per step weighs most), bf16, random weights.
 
 Each seed's limit is W's rule (benchmarks/common/limits.py) on its own lengths, from
 ceilings measured in this run, plus the strict limit (decode GEMMs compute-bound). The
@@ -35,7 +36,7 @@ import torch
 
 from benchmarks.common.ceilings import measure_ceilings
 from benchmarks.common.limits import workload_limit
-from benchmarks.common.shapes import LLAMA3_8B, write_config
+from benchmarks.common.shapes import LLAMA3_8B, SHAPES, write_config
 
 SMOKE_SHAPE = {**LLAMA3_8B, "vocab_size": 2048, "hidden_size": 64, "intermediate_size": 128,
                "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2}
@@ -146,16 +147,18 @@ def main() -> int:
     ap.add_argument("--workload", default="chat", choices=["chat", "prefill_heavy", "long"])
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--skip-old-defaults", action="store_true")
+    ap.add_argument("--shape", default="llama3-8b", choices=sorted(SHAPES))
     ap.add_argument("--smoke", action="store_true", help="tiny shape and lengths on the CPU")
     args = ap.parse_args()
     smoke = args.smoke
     device, dtype = ("cpu", torch.float32) if smoke else ("cuda", torch.bfloat16)
-    shape = SMOKE_SHAPE if smoke else LLAMA3_8B
+    shape = SMOKE_SHAPE if smoke else SHAPES[args.shape]
     seeds = [int(s) for s in args.seeds.split(",")]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     result = {"device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
-              "torch": torch.__version__, "workload": args.workload, "runs": []}
+              "torch": torch.__version__, "workload": args.workload,
+              "shape": "smoke" if smoke else args.shape, "runs": []}
     result["ceilings"] = measure_ceilings(device, dtype)
     print("ceilings:", result["ceilings"], flush=True)
     cases = {seed: lengths(args.workload, seed, smoke) for seed in seeds}
@@ -189,7 +192,8 @@ def main() -> int:
     ours = [r["fraction_of_limit"] for r in result["runs"]
             if r["engine"] == "hardware_aware_defaults"]
     result["mean_fraction_of_limit"] = round(sum(ours) / len(ours), 3)
-    (out / f"varlen_{args.workload}.json").write_text(json.dumps(result, indent=1))
+    suffix = "" if smoke or args.shape == "llama3-8b" else f"_{args.shape}"
+    (out / f"varlen_{args.workload}{suffix}.json").write_text(json.dumps(result, indent=1))
     print(f"{args.workload}: fraction of limit per seed {ours}, mean "
           f"{result['mean_fraction_of_limit']}")
     return 0

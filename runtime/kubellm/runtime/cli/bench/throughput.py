@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import time
 
@@ -49,15 +50,20 @@ def run_throughput(args: argparse.Namespace) -> int:
     params = SamplingParams(temperature=0.0, max_tokens=args.output_len, ignore_eos=True,
                             detokenize=False)
     llm.generate(prompts[:2], params.clone(max_tokens=2))          # warm-up
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     outs = llm.generate(prompts, params)
     elapsed = time.perf_counter() - start
+    cpu_s = time.process_time() - cpu_start
     num_in = sum(map(len, prompts))
     num_out = sum(len(o.outputs[0].token_ids) for o in outs)
     result = {"num_prompts": len(prompts), "input_tokens": num_in, "output_tokens": num_out,
               "elapsed_s": round(elapsed, 3), "output_tok_s": round(num_out / elapsed, 1),
               "total_tok_s": round((num_in + num_out) / elapsed, 1),
-              "device": str(engine.executor.device), "dtype": str(engine.executor.dtype)}
+              "device": str(engine.executor.device), "dtype": str(engine.executor.dtype),
+              # CPU seconds of this process: on a shared machine, less at the mercy of the
+              # other processes than the wall time (with one thread, about the idle time)
+              "cpu_s": round(cpu_s, 3), "torch_threads": _torch_threads(),
+              "load_average": [round(x, 2) for x in os.getloadavg()]}
     print(f"kubellm: {num_out} output tokens in {elapsed:.2f}s: "
           f"{result['output_tok_s']} output tok/s, {result['total_tok_s']} total tok/s")
     if args.compare_hf:
@@ -69,6 +75,7 @@ def run_throughput(args: argparse.Namespace) -> int:
         result.update(runs[best])
         result["hf_batch_size"] = best
         result["hf_by_batch_size"] = {str(b): runs[b]["hf_output_tok_s"] for b in sizes}
+        result["hf_cpu_s_by_batch_size"] = {str(b): runs[b]["hf_cpu_s"] for b in sizes}
         result["speedup_vs_hf"] = round(result["output_tok_s"] / runs[best]["hf_output_tok_s"], 2)
         for b in sizes:
             print(f"transformers generate() (static batches of {b}): "
@@ -112,11 +119,17 @@ def hf_generate_throughput(model_dir, prompts, output_len, batch_size, device, d
     run(batches[0][:2])  # warm-up
     if device.type == "cuda":
         torch.cuda.synchronize()
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     num_out = sum(run(b) * len(b) for b in batches)
     if device.type == "cuda":
         torch.cuda.synchronize()
     elapsed = time.perf_counter() - start
+    cpu_s = time.process_time() - cpu_start
     num_in = sum(map(len, prompts))
     return {"hf_elapsed_s": round(elapsed, 3), "hf_output_tok_s": round(num_out / elapsed, 1),
-            "hf_total_tok_s": round((num_in + num_out) / elapsed, 1)}
+            "hf_total_tok_s": round((num_in + num_out) / elapsed, 1), "hf_cpu_s": round(cpu_s, 3)}
+
+
+def _torch_threads() -> int:
+    import torch
+    return torch.get_num_threads()
