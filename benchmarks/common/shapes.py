@@ -26,3 +26,13 @@ def write_config(shape: dict, out: Path, **overrides) -> str:
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps({**shape, **overrides}, indent=1))
     return str(out)
+
+# a small real shape, where the host's work per step is a large share of a step
+QWEN25_05B = dict(
+    architectures=["Qwen2ForCausalLM"], model_type="qwen2", vocab_size=151936,
+    hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
+    num_key_value_heads=2, max_position_embeddings=32768, rms_norm_eps=1e-6,
+    rope_theta=1000000.0, tie_word_embeddings=True, use_sliding_window=False,
+    bos_token_id=151643, eos_token_id=151645, torch_dtype="bfloat16")
+
+SHAPES = {"llama3-8b": LLAMA3_8B, "qwen3-8b": QWEN3_8B, "qwen2.5-0.5b": QWEN25_05B}

@@ -37,7 +37,9 @@ def profile_mode(llm, run_ahead: bool, batch: int, context: int, steps: int) -> 
         engine.step()
     profiler.disable()
     text = io.StringIO()
-    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(30)
+    stats = pstats.Stats(profiler, stream=text)
+    stats.sort_stats("tottime").print_stats(30)        # where the time is spent
+    stats.sort_stats("cumulative").print_stats(20)     # and under which engine phase
     result["profile"] = text.getvalue()
     for i in ids:
         engine.abort_request(i)

@@ -15,6 +15,14 @@
 #     multi-process engine at one rank (NCCL) vs the single-process engine in one run, and
 #     GPU memory after each engine's shutdown (benchmarks/gpu/mp_engine.py), then the
 #     lifecycle GPU test (tests/gpu/test_engine_lifecycle_cuda.py); ~5 min
+#   STAGES="decode-ablation prefill-attn varlen w" W_ARGS=--skip-sweep bash benchmarks/gpu/run_all.sh
+#     issue 20's figures (~7 minutes): the decode step with each kernel switch alone
+#     (benchmarks/gpu/decode_ablation.py), prefill attention against SDPA flash
+#     (benchmarks/kernels/bench_prefill_attention.py), the variable-length workload
+#     (benchmarks/gpu/varlen.py, VARLEN_ARGS), then W (W_ARGS, default --compare-hf);
+#     small-model: the same chat workload on Qwen2.5-0.5B (host-bound steps).
+#     The first two write the switches that won to $OUT/kernel_switches_*.txt; varlen
+#     and w then run with them (KUBELLM_KERNEL_SWITCHES), unless it is set already.
 # Results land in $OUT (JSON, PNG, logs).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -26,14 +34,41 @@ mkdir -p "$OUT"
 export PYTHONPATH=$PWD/runtime:$PWD/kernels:$PWD/operator${PYTHONPATH:+:$PYTHONPATH}
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
 STAGES=${STAGES:-"tests kernels w"}
+switches_given=${KUBELLM_KERNEL_SWITCHES+set}
+use_winning_switches() {  # the kernel switches this run's ablation stages found faster
+  [ -n "$switches_given" ] && return
+  local won="" file
+  for file in decode:decode-ablation prefill:prefill-attn; do   # this run's stages only
+    case " $STAGES " in *" ${file#*:} "*) won+=$(cat "$OUT/kernel_switches_${file%%:*}.txt" 2>/dev/null),;; esac
+  done
+  won=$(echo "$won" | tr '\n' ',' | sed 's/,,*/,/g; s/^,//; s/,$//')
+  export KUBELLM_KERNEL_SWITCHES=$won
+  echo "kernel switches for the engine stages: ${won:-none (the defaults)}"
+}
 for stage in $STAGES; do
   case $stage in
     tests)   python3 -m pytest -m gpu tests/kernels tests/gpu -q -p no:cacheprovider -x \
                2>&1 | tee "$OUT/gpu_tests.log" | tail -25 ;;
     kernels) python3 -m benchmarks.kernels.bench_paged_attention --out "$OUT" 2>&1 \
                | tee "$OUT/kernels.log" | tail -20 ;;
-    w)       python3 -m benchmarks.gpu.workload_w --out "$OUT" --compare-hf 2>&1 \
+    w)       use_winning_switches
+             # shellcheck disable=SC2086  # W_ARGS is a list of flags
+             python3 -m benchmarks.gpu.workload_w --out "$OUT" ${W_ARGS:---compare-hf} 2>&1 \
                | tee "$OUT/workload_w.log" | grep -v Warning | tail -20 ;;
+    decode-ablation)
+             python3 -m benchmarks.gpu.decode_ablation --out "$OUT" 2>&1 \
+               | tee "$OUT/decode_ablation.log" | grep -v Warning | tail -12 ;;
+    prefill-attn)
+             python3 -m benchmarks.kernels.bench_prefill_attention --out "$OUT" 2>&1 \
+               | tee "$OUT/prefill_attention.log" | tail -12 ;;
+    small-model)   # the chat workload on Qwen2.5-0.5B: host work per step against a small step
+             use_winning_switches
+             python3 -m benchmarks.gpu.varlen --out "$OUT" --shape qwen2.5-0.5b --seeds 0 \
+               --skip-old-defaults 2>&1 | tee "$OUT/varlen_small.log" | grep -v Warning | tail -4 ;;
+    varlen)  use_winning_switches
+             # shellcheck disable=SC2086  # VARLEN_ARGS is a list of flags
+             python3 -m benchmarks.gpu.varlen --out "$OUT" ${VARLEN_ARGS:-} 2>&1 \
+               | tee "$OUT/varlen.log" | grep -v Warning | tail -8 ;;
     coldstart) python3 -m benchmarks.gpu.cold_start --out "$OUT" --workdir /tmp/coldstart-model \
                2>&1 | tee "$OUT/cold_start.log" | grep -v Warning | tail -20 ;;
     # issue 14's loads (HTTP vs the engine in process, ratios and targets printed), the

@@ -50,13 +50,28 @@ def checkpoints(tmp_path_factory):
 @pytest.mark.parametrize("shape", ["llama3", "qwen3"])
 @pytest.mark.parametrize("enforce_eager", [False, True], ids=["graphs", "eager"])
 def test_bf16_top5_agreement_with_transformers(shape, enforce_eager, checkpoints):
+    _assert_top5_agreement(*checkpoints(shape), enforce_eager=enforce_eager)
+
+
+# every kernel switch on (kernel_switches.py): the fused rotary + KV write in graphs and
+# eager steps, the prefill kernel (plain and descriptor loads) on chunked prefills whose
+# later chunks read their context from the pages, beside decodes
+@pytest.mark.parametrize("shape,switches", [
+    ("llama3", "rope_kv_write,prefill_attention"),
+    ("llama3", "rope_kv_write,prefill_attention,prefill_attention_tma"),
+    ("qwen3", "rope_kv_write,prefill_attention,prefill_attention_tma")])
+def test_bf16_top5_agreement_with_kernel_switches(shape, switches, checkpoints):
+    _assert_top5_agreement(*checkpoints(shape), kernel_switches=switches,
+                           max_num_batched_tokens=512)
+
+
+def _assert_top5_agreement(path, hf, **engine_fields):
     from kubellm.runtime import LLM, SamplingParams
-    path, hf = checkpoints(shape)
     rng = random.Random(0)
     prompts = [[rng.randrange(1000, 100000) for _ in range(rng.randint(5, 300))]
                for _ in range(12)]
     llm = LLM(path, skip_tokenizer_init=True, max_model_len=2048, max_num_seqs=16,
-              enforce_eager=enforce_eager, gpu_memory_utilization=0.5)
+              gpu_memory_utilization=0.5, **engine_fields)
     assert llm.engine.executor.backend_name == "triton"
     assert llm.engine.executor.dtype == torch.bfloat16
     outs = llm.generate(prompts, SamplingParams(temperature=0, max_tokens=MAX_TOKENS,
@@ -83,7 +98,7 @@ def test_32k_prompt_runs_through_chunked_prefill_beside_short_requests(tmp_path)
     from kubellm.runtime import LLM, SamplingParams
     path = write_config(LLAMA3_8B, tmp_path / "w")
     llm = LLM(path, load_format="dummy", skip_tokenizer_init=True, max_model_len=32768,
-              max_num_batched_tokens=8192)
+              max_num_batched_tokens=8192, max_num_seqs=16)
     rng = random.Random(1)
     long_prompt = [rng.randrange(1000, 100000) for _ in range(32000)]
     short = [[rng.randrange(1000, 100000) for _ in range(64)] for _ in range(8)]
@@ -92,3 +107,24 @@ def test_32k_prompt_runs_through_chunked_prefill_beside_short_requests(tmp_path)
     assert all(len(o.outputs[0].token_ids) == 32 for o in outs)
     kv = llm.engine.kv
     assert kv.num_free_blocks == kv.num_blocks
+
+
+def test_hardware_aware_defaults_on_this_gpu(tmp_path):
+    """Nothing set: the engine sizes its batches from this GPU and runs with them."""
+    from kubellm.runtime import LLM, SamplingParams
+    from kubellm.runtime.worker import auto_batching as ab
+    path = write_config(LLAMA3_8B, tmp_path / "auto", num_hidden_layers=2)
+    llm = LLM(path, load_format="dummy", skip_tokenizer_init=True, max_model_len=4096,
+              gpu_memory_utilization=0.5)
+    config, runner = llm.engine.config, llm.engine.executor
+    device = ab.DeviceFacts.of(runner.device)
+    assert device.sm_count > 0 and device.total_memory > 0
+    model = ab.ModelFacts.of(runner.model.args, 2, config.max_model_len)
+    assert config.max_num_batched_tokens == ab.choose_max_num_batched_tokens(
+        device, model, config.max_num_seqs)[0]
+    capacity = llm.engine.kv.num_blocks * config.block_size
+    assert config.max_num_seqs == ab.choose_max_num_seqs(device, model, capacity)[0]
+    assert runner.graphs.sizes == ab.choose_cuda_graph_sizes(config.max_num_seqs)[0]
+    outs = llm.generate([[1000 + i] * (10 + i) for i in range(40)],
+                        SamplingParams(temperature=0, max_tokens=8, ignore_eos=True))
+    assert all(len(o.outputs[0].token_ids) == 8 for o in outs)

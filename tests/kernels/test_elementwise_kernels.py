@@ -55,6 +55,18 @@ def test_fused_add_rms_norm_leaves_inputs_alone(dtype):
     assert torch.equal(x, x0) and torch.equal(res, res0)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rms_norm_per_head_of_a_fused_projection(dtype):
+    """Qwen3's q/k norm: [T, heads, D] views of the qkv output, each head's row normed."""
+    qkv = randn(5, 4 + 2 + 2, 16, dtype=dtype)
+    q, k = qkv[:, :4], qkv[:, 4:6]
+    w = randn(16, dtype=dtype, seed=1)
+    for x in (q, k):
+        out = rms_norm(x, w, 1e-6)
+        assert out.shape == x.shape and out.is_contiguous()
+        assert_close(out, rms_norm_ref(x, w, 1e-6))
+
+
 def test_rms_norm_matches_transformers_llama_layer():
     from transformers.models.llama.modeling_llama import LlamaRMSNorm
     layer = LlamaRMSNorm(48, eps=1e-6)
@@ -71,6 +83,8 @@ def test_bad_inputs_are_named():
         rms_norm(x, torch.ones(7), 1e-6)
     with pytest.raises(ValueError, match="residual"):
         fused_add_rms_norm(x, torch.zeros(3, 8), torch.ones(8), 1e-6)
+    with pytest.raises(ValueError, match="x must have 2 dimensions"):   # no 3-D residual
+        fused_add_rms_norm(torch.zeros(2, 2, 8), torch.zeros(2, 2, 8), torch.ones(8), 1e-6)
     with pytest.raises(ValueError, match="last dimension"):
         rms_norm(torch.zeros(8, 2).t(), torch.ones(8), 1e-6)
 
@@ -86,3 +100,6 @@ def test_gpu_llama3_shapes(cuda):
     assert_same_sum(new_res, ref_res)
     assert_close(normed, ref_normed)
     assert_close(rms_norm(h, w, 1e-5), rms_norm_ref(h, w, 1e-5))
+    qkv = randn(300, 32 + 8 + 8, 128, dtype=torch.bfloat16, device=cuda, seed=4)
+    head_w = randn(128, dtype=torch.bfloat16, device=cuda, seed=5)
+    assert_close(rms_norm(qkv[:, :32], head_w, 1e-6), rms_norm_ref(qkv[:, :32], head_w, 1e-6))

@@ -1,6 +1,8 @@
 """kubellm.kernels: Triton kernels, one op per module, each with a plain-torch reference.
 
 - ``paged_attention``: varlen causal attention over the paged KV cache (+ split-KV)
+- ``prefill_attention``: the same for steps with prefills, the step's own K/V read as rows
+- ``rotary_kv_write``: rotary embedding fused into the KV-cache write
 - ``reshape_and_cache``: ``write_kv_cache`` through the slot mapping
 - ``rms_norm``: ``rms_norm`` and ``fused_add_rms_norm``
 - ``rotary``: ``apply_rotary`` and ``build_cos_sin_cache`` (default and llama3 scaling)

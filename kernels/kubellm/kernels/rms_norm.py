@@ -23,21 +23,23 @@ TOLERANCES = ELEMENTWISE_TOLERANCES  # (atol, rtol) per dtype against the refere
 
 @triton.jit
 def _rms_norm_kernel(
-    x_ptr,             # [T, H]
+    x_ptr,             # [T, H] or [T, heads, H] (rows of heads, e.g. Qwen3's q/k norm)
     residual_ptr,      # [T, H]  (HAS_RESIDUAL)
     weight_ptr,        # [H]
-    out_ptr,           # [T, H]
+    out_ptr,           # [T, H] or [T, heads, H] contiguous
     new_residual_ptr,  # [T, H]  (HAS_RESIDUAL)
     hidden,
     eps,
-    stride_xt, stride_rt, stride_ot, stride_nt,
+    heads,             # rows per token (1 for [T, H])
+    stride_xt, stride_xh, stride_rt, stride_ot, stride_nt,
     HAS_RESIDUAL: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
-    tok = tl.program_id(0).to(tl.int64)
+    tok = tl.program_id(0).to(tl.int64)   # the row: token * heads + head
     cols = tl.arange(0, BLOCK)
     mask = cols < hidden
-    x = tl.load(x_ptr + tok * stride_xt + cols, mask=mask, other=0.0).to(tl.float32)
+    x_row = (tok // heads) * stride_xt + (tok % heads) * stride_xh
+    x = tl.load(x_ptr + x_row + cols, mask=mask, other=0.0).to(tl.float32)
     if HAS_RESIDUAL:
         r = tl.load(residual_ptr + tok * stride_rt + cols, mask=mask, other=0.0).to(tl.float32)
         summed = (x + r).to(new_residual_ptr.dtype.element_ty)
@@ -50,8 +52,10 @@ def _rms_norm_kernel(
 
 
 def _launch(x, residual, weight, eps):
-    check_tensor("x", x, 2, FLOAT_DTYPES)
-    num_tokens, hidden = x.shape
+    check_tensor("x", x, 3 if residual is None and x.dim() == 3 else 2, FLOAT_DTYPES)
+    heads, stride_xh = (x.shape[1], x.stride(1)) if x.dim() == 3 else (1, 0)
+    shape = x.shape
+    num_tokens, hidden = x.shape[0] * heads, x.shape[-1]
     check_tensor("weight", weight, 1, FLOAT_DTYPES, x.device)
     check_shape("weight", weight, (hidden,))
     if residual is not None:
@@ -59,15 +63,15 @@ def _launch(x, residual, weight, eps):
         check_shape("residual", residual, x.shape)
     if not isinstance(eps, (int, float)) or eps < 0:
         raise ValueError(f"eps must be a non-negative float, got {eps!r}")
-    out = torch.empty((num_tokens, hidden), dtype=x.dtype, device=x.device)
+    out = torch.empty(shape, dtype=x.dtype, device=x.device)
     new_residual = torch.empty_like(out) if residual is not None else out
     if num_tokens == 0:
         return out, new_residual
     block = triton.next_power_of_2(hidden)
     kernel_for(_rms_norm_kernel, x.device)[(num_tokens,)](
         x, residual if residual is not None else x, weight, out, new_residual, hidden, float(eps),
-        x.stride(0), residual.stride(0) if residual is not None else 0, out.stride(0),
-        new_residual.stride(0),
+        heads, x.stride(0), stride_xh, residual.stride(0) if residual is not None else 0,
+        hidden, new_residual.stride(0),
         HAS_RESIDUAL=residual is not None, BLOCK=block,
         num_warps=min(16, max(1, block // 512)),
     )
@@ -75,7 +79,8 @@ def _launch(x, residual, weight, eps):
 
 
 def rms_norm(x, weight, eps: float):
-    """x [T, H] (rows may be strided), weight [H] -> new tensor [T, H] in x's dtype."""
+    """x [T, H] or [T, heads, H] (strided views allowed, last dim contiguous), weight [H]
+    -> a new contiguous tensor of x's shape and dtype, each row of H normalised."""
     return _launch(x, None, weight, eps)[0]
 
 

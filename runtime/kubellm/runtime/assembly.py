@@ -11,11 +11,12 @@ import os
 
 import torch
 
-from kubellm.runtime.config import EngineConfig
+from kubellm.runtime.config import EngineConfig, parse_graph_sizes
 from kubellm.runtime.config_sources import ConfigError
 from kubellm.runtime.core.kv_cache import KVCacheManager
 from kubellm.runtime.core.scheduler import Scheduler
 from kubellm.runtime.loading.shared_files import shared_umask
+from kubellm.runtime.worker import auto_batching as ab
 
 log = logging.getLogger(__name__)
 
@@ -106,8 +107,9 @@ def assemble_engine(engine_cls, config: EngineConfig, tokenizer, executor, runne
         config.max_model_len = capacity
     log.info("KV cache: %d blocks of %d tokens = %d tokens (%.2f GiB)", num_blocks,
              config.block_size, capacity, num_blocks * runner.kv_bytes_per_block() / 2**30)
+    graph_sizes = choose_batch_limits(config, runner, capacity)
     if capture_graphs:
-        runner.capture_decode_graphs(config.max_num_seqs, config.max_model_len)
+        runner.capture_decode_graphs(config.max_num_seqs, config.max_model_len, graph_sizes)
     return wire_engine(engine_cls, config, tokenizer, executor, num_blocks, eos, model_dir)
 
 
@@ -151,7 +153,44 @@ def resolve_max_model_len(config: EngineConfig, hf_config) -> int:
     return config.max_model_len
 
 
+def choose_step_budget(config: EngineConfig, runner) -> None:
+    """Before the KV pool is sized (the memory profile runs a step of this budget): fill
+    ``max_num_batched_tokens`` from the device and the model where the user set none, with
+    an upper bound for ``max_num_seqs`` (settled by ``choose_batch_limits``)."""
+    device, model = _batching_facts(config, runner)
+    if config.max_num_batched_tokens is None:
+        seqs = config.max_num_seqs or ab.choose_max_num_seqs(device, model, None)[0]
+        config.max_num_batched_tokens, why = ab.choose_max_num_batched_tokens(device, model,
+                                                                               seqs)
+        log.info("hardware-aware batching: max_num_batched_tokens=%d (%s)",
+                 config.max_num_batched_tokens, why)
+
+
+def choose_batch_limits(config: EngineConfig, runner, kv_capacity_tokens: int) -> list[int]:
+    """After the KV pool is sized: ``max_num_seqs`` where the user set none, logged; returns
+    the CUDA graph sizes (the user's, or chosen from max_num_seqs)."""
+    device, model = _batching_facts(config, runner)
+    if config.max_num_seqs is None:
+        config.max_num_seqs, why = ab.choose_max_num_seqs(device, model, kv_capacity_tokens)
+        log.info("hardware-aware batching: max_num_seqs=%d (%s)", config.max_num_seqs, why)
+    if config.max_num_batched_tokens is None:   # an engine assembled without a profile
+        choose_step_budget(config, runner)
+    if config.cuda_graph_sizes is not None:
+        return parse_graph_sizes(config.cuda_graph_sizes)
+    sizes, why = ab.choose_cuda_graph_sizes(config.max_num_seqs)
+    if device.kind == "cuda":
+        log.info("hardware-aware batching: CUDA graph sizes %s (%s)", sizes, why)
+    return sizes
+
+
+def _batching_facts(config: EngineConfig, runner):
+    itemsize = torch.finfo(runner.dtype).bits // 8
+    return (ab.DeviceFacts.of(runner.device),
+            ab.ModelFacts.of(runner.model.args, itemsize, config.max_model_len))
+
+
 def num_kv_blocks(config: EngineConfig, runner) -> int:
+    choose_step_budget(config, runner)
     if config.num_kv_blocks is not None:
         return config.num_kv_blocks
     per_block = runner.kv_bytes_per_block()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kubellm.runtime.config_sources import ConfigError
+from kubellm.runtime.kernel_switches import KernelSwitches
 
 DTYPES = ("auto", "float32", "float16", "bfloat16")
 DEVICES = ("auto", "cpu", "cuda")
@@ -42,8 +43,13 @@ class EngineConfig:
     gpu_memory_utilization: float = _knob(0.9, "fraction of GPU memory the engine may use")
     cpu_kv_cache_gb: float = _knob(1.0, "KV-cache size on CPU, in GiB")
     num_kv_blocks: int | None = _knob(None, "override the computed KV-cache pool size")
-    max_num_batched_tokens: int = _knob(2048, "token budget of one engine step")
-    max_num_seqs: int = _knob(256, "most requests running at once")
+    max_num_batched_tokens: int | None = _knob(None, "token budget of one engine step; none = "
+                                                     "chosen from the device and the model "
+                                                     "(logged)")
+    max_num_seqs: int | None = _knob(None, "most requests running at once; none = chosen from "
+                                           "the device, the model and the KV pool (logged)")
+    cuda_graph_sizes: str | None = _knob(None, "batch sizes of the captured decode graphs, e.g. "
+                                               "1,2,4,8,16,32; none = chosen from max_num_seqs")
     max_model_len: int | None = _knob(None, "longest prompt + output; default: the model's")
     enable_prefix_caching: bool = _knob(True, "reuse KV blocks of shared prompt prefixes")
     scheduling_policy: str = _knob("fcfs", "fcfs | priority | timeslice", POLICIES)
@@ -55,6 +61,9 @@ class EngineConfig:
     async_scheduling: bool = _knob(True, "plan and launch the next step while the device "
                                          "runs the current one")
     seed: int = _knob(0, "global seed for requests without their own")
+    kernel_switches: str = _knob("", "kernel variants to use instead of the defaults, e.g. "
+                                     "rope_kv_write,prefill_attention=on (see "
+                                     "kubellm/runtime/kernel_switches.py)")
 
     def __post_init__(self):
         _choice("dtype", self.dtype, DTYPES)
@@ -66,11 +75,12 @@ class EngineConfig:
             _choice("distributed_executor_backend", self.distributed_executor_backend,
                     EXECUTOR_BACKENDS)
         for name in ("tensor_parallel_size", "pipeline_parallel_size", "block_size",
-                     "max_num_batched_tokens", "max_num_seqs", "timeslice_steps"):
+                     "timeslice_steps"):
             _positive_int(name, getattr(self, name))
         if self.block_size & (self.block_size - 1):
             raise ConfigError("block_size", f"must be a power of two, got {self.block_size}")
-        for name in ("num_kv_blocks", "max_model_len"):
+        for name in ("num_kv_blocks", "max_model_len", "max_num_batched_tokens",
+                     "max_num_seqs"):
             if getattr(self, name) is not None:
                 _positive_int(name, getattr(self, name))
         world = self.tensor_parallel_size * self.pipeline_parallel_size
@@ -78,6 +88,8 @@ class EngineConfig:
             raise ConfigError("distributed_executor_backend",
                               f"uni runs the model in one process; tensor_parallel_size x "
                               f"pipeline_parallel_size = {world} processes need mp")
+        if self.cuda_graph_sizes is not None:
+            parse_graph_sizes(self.cuda_graph_sizes)
         if self.pp_layer_partition is not None:
             parse_partition(self.pp_layer_partition, self.pipeline_parallel_size)
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
@@ -87,6 +99,7 @@ class EngineConfig:
             raise ConfigError("cpu_kv_cache_gb", f"must be > 0, got {self.cpu_kv_cache_gb}")
         if self.num_kv_blocks is not None and self.num_kv_blocks < 2:
             raise ConfigError("num_kv_blocks", "must be at least 2")
+        KernelSwitches.parse(self.kernel_switches)
 
     @property
     def is_multi_process(self) -> bool:
@@ -123,4 +136,16 @@ def parse_partition(text: str, pp_size: int) -> list[int]:
         raise bad(f"{len(sizes)} counts for pipeline_parallel_size={pp_size}")
     if min(sizes) < 1:
         raise bad("every stage needs at least one layer")
+    return sizes
+
+
+def parse_graph_sizes(text: str) -> list[int]:
+    """Batch sizes of "1,2,4,8": sorted, distinct, positive."""
+    try:
+        sizes = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise ConfigError("cuda_graph_sizes",
+                          f"{text!r}: expected comma-separated batch sizes") from None
+    if not sizes or sizes[0] < 1:
+        raise ConfigError("cuda_graph_sizes", f"{text!r}: batch sizes must be positive")
     return sizes

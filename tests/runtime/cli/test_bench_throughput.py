@@ -10,7 +10,7 @@ def test_json_last_line_with_hf_comparison(tiny_model_dir):
     proc = subprocess.run(
         [sys.executable, "-m", "kubellm.runtime", "bench", "throughput", "--model", tiny_model_dir,
          "--num-prompts", "6", "--input-len", "8", "--input-len-max", "40",
-         "--output-len", "5", "--compare-hf", "--hf-batch-size", "4", "--json"],
+         "--output-len", "5", "--compare-hf", "--hf-batch-size", "6,4", "--json"],
         capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -23,3 +23,8 @@ def test_json_last_line_with_hf_comparison(tiny_model_dir):
     if result["hf_output_tok_s"]:  # a rate rounded to 0 on a loaded machine has no ratio
         assert result["speedup_vs_hf"] == round(result["output_tok_s"]
                                                 / result["hf_output_tok_s"], 2)
+    # both batch sizes timed; the comparison is with the faster
+    by_size = result["hf_by_batch_size"]
+    assert set(by_size) == {"6", "4"} and all(is_figure(v) for v in by_size.values())
+    assert result["hf_output_tok_s"] == max(by_size.values())
+    assert by_size[str(result["hf_batch_size"])] == result["hf_output_tok_s"]

@@ -1,7 +1,7 @@
 """Per-step attention inputs, built once by the model runner and read by every layer."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -16,6 +16,11 @@ class AttentionMetadata:
     seq_lens_cpu: list[int]         # host copies for backends that loop in Python
     query_lens_cpu: list[int]
     is_decode_only: bool = False
+    # the first num_decodes sequences have one query token each (the scheduler puts a
+    # step's decodes first); a backend may attend to them apart from the prefills
+    num_decodes: int = 0
+    # what a backend derives from this step's metadata once and reuses in every layer
+    scratch: dict = field(default_factory=dict)
 
 
 _CURRENT: AttentionMetadata | None = None

@@ -1,14 +1,47 @@
 """Attention backend on the Triton kernels (kernels/): same interface as torch_backend,
-but it reads only device tensors, so a decode step can be captured in a CUDA graph."""
+but it reads only device tensors, so a decode step can be captured in a CUDA graph.
+
+Steps with prefills take the prefill kernel when the ``prefill_attention`` switch is on
+(kernel_switches.py): the step's decodes (the first ``meta.num_decodes`` sequences)
+through the paged kernel's decode tiles, the rest with their own keys read from the
+projection output. Otherwise the paged kernel serves the whole step.
+"""
 from __future__ import annotations
 
+import torch
+
 from kubellm.kernels.paged_attention import paged_attention as _paged_attention
+from kubellm.kernels.prefill_attention import prefill_attention as _prefill_attention
 from kubellm.kernels.reshape_and_cache import write_kv_cache
+from kubellm.kernels.rotary_kv_write import rotary_kv_write
 from kubellm.runtime.attention.metadata import AttentionMetadata
 
 
 def write_kv(k, v, k_cache, v_cache, slot_mapping):
     write_kv_cache(k, v, k_cache, v_cache, slot_mapping)
+
+
+def rotary_write_kv(positions, q, k, v, k_cache, v_cache, slot_mapping, cos_sin_cache,
+                    return_key: bool = False):
+    """Rotate q and k and write k, v into the cache in one kernel -> (q_rot, k_rot or
+    None); k_rot is materialised only with ``return_key``."""
+    out = rotary_kv_write(positions, q, k, v, k_cache, v_cache, slot_mapping, cos_sin_cache,
+                          return_key=return_key)
+    return out if return_key else (out, None)
+
+
+def attend(q, k, v, k_cache, v_cache, meta: AttentionMetadata, scale: float, switches=None):
+    if meta.is_decode_only or switches is None or not switches.prefill_attention:
+        return paged_attention(q, k_cache, v_cache, meta, scale)
+    out = torch.empty_like(q, memory_format=torch.contiguous_format)
+    nd = meta.num_decodes
+    if nd:   # decode rows are the step's first nd tokens
+        _paged_attention(q[:nd], k_cache, v_cache, meta.block_tables[:nd], meta.seq_lens[:nd],
+                         meta.cu_seqlens_q[:nd + 1], 1, scale, out=out[:nd])
+    _prefill_attention(q, k, v, k_cache, v_cache, meta.block_tables[nd:], meta.seq_lens[nd:],
+                       meta.cu_seqlens_q[nd:], meta.max_seqlen_q, scale, out=out,
+                       use_tma=switches.prefill_attention_tma)
+    return out
 
 
 def paged_attention(q, k_cache, v_cache, meta: AttentionMetadata, scale: float):

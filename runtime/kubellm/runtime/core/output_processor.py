@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 
 from kubellm.runtime.core.outputs import CompletionOutput, PrefixView, RequestOutput
-from kubellm.runtime.core.request import Request
+from kubellm.runtime.core.request import Request, Status
 
 
 @dataclass(eq=False)
@@ -80,6 +80,8 @@ class OutputProcessor:
             self.scheduler.finish_request(seq, reason, stop)
 
     def _make_output(self, group: Group) -> RequestOutput:
+        if len(group.sequences) == 1:
+            return self._make_single_output(group)
         completions = [
             CompletionOutput(index=i, text=group.texts[i],
                              token_ids=_snapshot(seq.output_token_ids, seq.is_finished),
@@ -104,3 +106,27 @@ class OutputProcessor:
             metrics={"arrival_time": group.arrival_time, "first_scheduled_time": scheduled,
                      "first_token_time": first,
                      "num_preemptions": sum(s.num_preemptions for s in group.sequences)})
+
+    def _make_single_output(self, group: Group) -> RequestOutput:
+        """``_make_output`` for the common n == 1: no per-sequence generators (this runs
+        for every running request on every streamed step)."""
+        seq = group.sequences[0]
+        finished = seq.status is Status.FINISHED
+        if finished:
+            self.groups.pop(group.request_id, None)
+        logprobs = seq.logprobs
+        completion = CompletionOutput(
+            index=0, text=group.texts[0],
+            token_ids=seq.output_token_ids if finished else
+            PrefixView(seq.output_token_ids, len(seq.output_token_ids)),
+            finish_reason=seq.finish_reason, stop_reason=seq.stop_reason,
+            logprobs=logprobs if logprobs is None or finished else
+            PrefixView(logprobs, len(logprobs)))
+        return RequestOutput(
+            request_id=group.request_id, prompt=group.prompt,
+            prompt_token_ids=group.prompt_token_ids, outputs=[completion], finished=finished,
+            num_cached_tokens=seq.num_cached_tokens,
+            metrics={"arrival_time": group.arrival_time,
+                     "first_scheduled_time": seq.first_scheduled_time,
+                     "first_token_time": seq.first_token_time,
+                     "num_preemptions": seq.num_preemptions})

@@ -15,6 +15,7 @@ import torch.distributed as dist
 
 from kubellm.runtime.config import EngineConfig
 from kubellm.runtime.config_sources import ConfigError
+from kubellm.runtime.kernel_switches import KernelSwitches
 from kubellm.runtime.parallel import comm_timing
 from kubellm.runtime.parallel import state as ps
 from kubellm.runtime.distributed.layout import RankLayout
@@ -73,7 +74,8 @@ def build_stage_runner(config: EngineConfig, layout: RankLayout, plan: StagePlan
         model = load_model(model_dir, hf_config, dtype, device, layer_range=layer_range,
                            load_format=config.load_format)
     return ModelRunner(model, sampler, device, dtype, config.block_size,
-                       attention_backend(config, device))
+                       attention_backend(config, device),
+                       KernelSwitches.parse(config.kernel_switches))
 
 
 def agree_num_blocks(config: EngineConfig, runner, layout: RankLayout,
@@ -90,9 +92,14 @@ def agree_num_blocks(config: EngineConfig, runner, layout: RankLayout,
 def capture_graphs(config: EngineConfig, runner, num_blocks: int) -> None:
     """Every rank the same decode graphs (their collectives must pair up), sized by what
     the driver's engine will allow: max_model_len, lowered to the KV pool if smaller."""
+    from kubellm.runtime.assembly import choose_batch_limits
+    capacity = num_blocks * config.block_size
+    # as the driver's assemble_engine does, so every rank settles the same max_num_seqs
+    # and graph sizes from the same facts
+    config.max_model_len = min(config.max_model_len, capacity)
+    sizes = choose_batch_limits(config, runner, capacity)
     if wants_graphs(config, runner.device, runner.backend_name):
-        max_len = min(config.max_model_len, num_blocks * config.block_size)
-        runner.capture_decode_graphs(config.max_num_seqs, max_len)
+        runner.capture_decode_graphs(config.max_num_seqs, config.max_model_len, sizes)
 
 
 def finish_setup(parallel: ps.ParallelState) -> None:

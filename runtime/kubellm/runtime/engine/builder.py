@@ -11,6 +11,7 @@ from kubellm.runtime.assembly import (assemble_engine, attention_backend, eos_to
                                       resolve_dtype, resolve_max_model_len, resolve_model_dir,
                                       wants_graphs)
 from kubellm.runtime.config import EngineConfig
+from kubellm.runtime.kernel_switches import KernelSwitches
 
 
 def build_engine(engine_cls, config: EngineConfig):
@@ -33,7 +34,8 @@ def build_engine(engine_cls, config: EngineConfig):
     model = load_model(model_dir, hf_config, dtype, device, load_format=config.load_format)
     eos = eos_token_ids(model_dir, tokenizer, hf_config)
     backend = attention_backend(config, device)
-    runner = ModelRunner(model, Sampler(eos), device, dtype, config.block_size, backend)
+    runner = ModelRunner(model, Sampler(eos), device, dtype, config.block_size, backend,
+                         KernelSwitches.parse(config.kernel_switches))
     try:
         num_blocks = num_kv_blocks(config, runner)
         return assemble_engine(engine_cls, config, tokenizer, runner, runner, num_blocks, eos,

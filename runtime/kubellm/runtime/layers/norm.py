@@ -13,7 +13,8 @@ class RMSNorm(nn.Module):
 
     def forward(self, x: torch.Tensor, residual: torch.Tensor | None = None):
         """``rmsnorm(x)``; with ``residual``: ``(rmsnorm(x + residual), x + residual)``."""
-        if x.is_cuda and x.dim() == 2:  # one fused Triton pass instead of five kernels
+        # one fused Triton pass instead of five kernels; [T, heads, D] too (q/k norm)
+        if x.is_cuda and (x.dim() == 2 or (x.dim() == 3 and residual is None)):
             from kubellm.kernels import rms_norm as k
             if residual is None:
                 return k.rms_norm(x, self.weight, self.eps)

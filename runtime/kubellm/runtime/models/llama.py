@@ -84,8 +84,7 @@ class LlamaAttention(nn.Module):
         v = v.view(-1, self.num_kv_heads, self.head_dim)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
-        q, k = self.rotary(positions, q, k)
-        o = self.attn(q, k, v)
+        o = self.attn(q, k, v, positions, self.rotary)   # rotates q, k (maybe fused)
         return self.o_proj(o.flatten(1))
 
 

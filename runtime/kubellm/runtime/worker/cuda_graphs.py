@@ -30,11 +30,11 @@ def capture_sizes(max_num_seqs: int) -> list[int]:
 
 class DecodeGraphs:
     def __init__(self, model, device, max_num_seqs: int, max_blocks_per_seq: int,
-                 dtype: torch.dtype | None = None):
+                 dtype: torch.dtype | None = None, sizes: list[int] | None = None):
         # the model, not the runner that owns this object: no reference cycle, so a
         # dropped engine frees its graph pools and KV cache at once, without the gc
         self.model = model
-        self.sizes = capture_sizes(max_num_seqs)
+        self.sizes = sorted(sizes) if sizes else capture_sizes(max_num_seqs)
         self.max_bs = self.sizes[-1]
         dev = device
         # a pipeline stage after the first starts from activations; one before the last

@@ -8,6 +8,7 @@ import logging
 import torch
 
 from kubellm.runtime.attention.metadata import AttentionMetadata, set_metadata
+from kubellm.runtime.worker import auto_batching
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,8 @@ def cuda_kv_budget_bytes(runner, config) -> int:
         set_metadata(None)
     logits = None
     if model.is_last_stage:
-        rows = min(config.max_num_seqs, num_tokens)
+        # max_num_seqs unset: settled after this profile, never above the cap
+        rows = min(config.max_num_seqs or auto_batching.MAX_SEQS, num_tokens)
         logits = model.compute_logits(hidden[:rows]).float()
         torch.softmax(logits, dim=-1)      # the sampler's largest temporary
     torch.cuda.synchronize()

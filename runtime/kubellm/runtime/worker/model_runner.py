@@ -19,13 +19,15 @@ from kubellm.runtime.attention import torch_backend
 from kubellm.runtime.attention.metadata import AttentionMetadata, set_metadata
 from kubellm.runtime.layers.attention import Attention
 from kubellm.runtime.core.scheduler import SchedulerOutput
+from kubellm.runtime.kernel_switches import KernelSwitches
 
 log = logging.getLogger(__name__)
 
 
 class ModelRunner:
     def __init__(self, model: torch.nn.Module, sampler, device: torch.device,
-                 dtype: torch.dtype, block_size: int, attention_backend: str = "torch"):
+                 dtype: torch.dtype, block_size: int, attention_backend: str = "torch",
+                 switches: KernelSwitches | None = None):
         self.model = model
         self.sampler = sampler
         self.device = device
@@ -34,8 +36,11 @@ class ModelRunner:
         self.attn_layers = [m for m in model.modules() if isinstance(m, Attention)]
         self.backend_name = attention_backend
         self.backend = _load_backend(attention_backend)
+        # one object for every layer: a benchmark flips a switch for the whole model
+        self.switches = switches if switches is not None else KernelSwitches()
         for layer in self.attn_layers:
             layer.backend = self.backend
+            layer.switches = self.switches
         self.vocab_size = model.args.vocab_size
         self.graphs = None            # DecodeGraphs once captured (CUDA, triton backend)
         self.host_time_s = 0.0        # input preparation, summed over steps
@@ -58,10 +63,12 @@ class ModelRunner:
             layer.k_cache = torch.zeros(shape, dtype=self.dtype, device=self.device)
             layer.v_cache = torch.zeros(shape, dtype=self.dtype, device=self.device)
 
-    def capture_decode_graphs(self, max_num_seqs: int, max_model_len: int) -> None:
+    def capture_decode_graphs(self, max_num_seqs: int, max_model_len: int,
+                              sizes: list[int] | None = None) -> None:
         from kubellm.runtime.worker.cuda_graphs import DecodeGraphs
         self.graphs = DecodeGraphs(self.model, self.device, max_num_seqs,
-                                   -(-max_model_len // self.block_size), self.dtype)
+                                   -(-max_model_len // self.block_size), self.dtype,
+                                   sizes=sizes)
         self.graphs.capture()
 
     def shutdown(self) -> None:
@@ -181,6 +188,8 @@ class ModelRunner:
                 sample_rows.append(int(cu[i + 1]) - 1)
                 requests.append(s.request)
         max_q = int(query_lens.max())
+        # the scheduler puts decodes first: how many lead the step
+        num_decodes = int(np.argmax(query_lens != 1)) if max_q > 1 else num_seqs
         int64 = [np.asarray(a, np.int64) for a in (token_ids, positions, slots, sample_rows,
                                                      late_rows, late_sources)]
         int32 = [np.asarray(a, np.int32) for a in (table, seq_lens, cu)]
@@ -193,7 +202,7 @@ class ModelRunner:
             slot_mapping=slots_t, block_tables=table_t, seq_lens=seq_lens_t, cu_seqlens_q=cu_t,
             max_seqlen_q=max_q,
             seq_lens_cpu=seq_lens.tolist(), query_lens_cpu=query_lens.tolist(),
-            is_decode_only=max_q == 1)
+            is_decode_only=max_q == 1, num_decodes=num_decodes)
         return token_ids_t, positions_t, meta, rows_t, requests
 
     def _upload(self, arrays: list[np.ndarray]) -> list[torch.Tensor]:

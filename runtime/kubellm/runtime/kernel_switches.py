@@ -1,0 +1,63 @@
+"""Switches between two correct implementations of one piece of a step, kept until the
+GPU has measured which is faster.
+
+Each switch is off by default (the measured path) until a GPU run shows it wins: the
+``decode-ablation`` and ``prefill-attn`` stages of ``benchmarks/gpu/run_all.sh`` time
+every switch alone against the defaults in one run and write the winners to
+``$OUT/kernel_switches.txt``, which the later stages of that run use. Set them with
+``--kernel-switches rope_kv_write,prefill_attention`` (a bare name is ``=on``;
+``name=off`` too), or ``KUBELLM_KERNEL_SWITCHES``. The model runner hands one
+``KernelSwitches`` to every attention layer; a benchmark may flip its fields between
+steps (CUDA graphs keep what was on when they were captured).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from kubellm.runtime.config_sources import ConfigError
+
+FIELD = "kernel_switches"
+
+HELP = {
+    "rope_kv_write": "rotary embedding fused into the KV-cache write (one kernel for "
+                     "rotate q, rotate k and the cache write)",
+    "prefill_attention": "steps with prefills attend with the prefill kernel: the step's "
+                         "own keys read from the projection output, cached context through "
+                         "the pages, decodes of the step apart",
+    "prefill_attention_tma": "the prefill kernel loads Q and the step's K/V through tensor "
+                             "descriptors (TMA on Hopper)",
+}
+
+
+@dataclass(slots=True)
+class KernelSwitches:
+    rope_kv_write: bool = False
+    prefill_attention: bool = False
+    prefill_attention_tma: bool = False
+
+    @classmethod
+    def parse(cls, text: str | None) -> "KernelSwitches":
+        """``"a,b=off,c=on"`` -> switches; an unknown name or value raises a ConfigError
+        naming the field."""
+        switches = cls()
+        for item in (text or "").split(","):
+            item = item.strip()
+            if not item:
+                continue
+            name, _, value = item.partition("=")
+            name, value = name.strip(), value.strip().lower() or "on"
+            if name not in HELP:
+                raise ConfigError(FIELD, f"unknown switch {name!r}; known: "
+                                         f"{', '.join(HELP)}")
+            if value not in ("on", "off", "true", "false", "1", "0"):
+                raise ConfigError(FIELD, f"{name}={value!r}: expected on or off")
+            setattr(switches, name, value in ("on", "true", "1"))
+        return switches
+
+    def describe(self) -> str:
+        """The canonical text form (every switch, ``name=on|off``), which ``parse`` reads."""
+        return ",".join(f"{f.name}={'on' if getattr(self, f.name) else 'off'}"
+                        for f in fields(self))
+
+    def enabled(self) -> list[str]:
+        return [f.name for f in fields(self) if getattr(self, f.name)]

@@ -1,0 +1,72 @@
+"""The decode-ablation and prefill-attention GPU stages, shrunk to tiny shapes on the CPU:
+each runs end to end and writes well-formed figures (never judged by their size)."""
+import json
+import subprocess
+import sys
+
+from kubellm.runtime.kernel_switches import KernelSwitches
+from tests.paths import ROOT
+
+
+def run(module, *args, tmp_path):
+    proc = subprocess.run([sys.executable, "-m", module, "--smoke", "--out", str(tmp_path),
+                           *args], capture_output=True, text=True, timeout=900, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+def test_decode_ablation_smoke_writes_figures(tmp_path):
+    run("benchmarks.gpu.decode_ablation", "--layers", "1", "--batches", "1,2", "--context",
+        "16", "--replays", "1", "--profile-steps", "1", tmp_path=tmp_path)
+    result = json.loads((tmp_path / "decode_ablation.json").read_text())
+    names = [v["variant"] for v in result["variants"]]
+    assert names[0] == "defaults" and names[-1] == "defaults_again"
+    assert "rope_kv_write" in names
+    for row in result["variants"]:
+        assert row["batch1_ms"] > 0 and row["batch2_ms"] > 0
+        assert row["batch2_max_rel_diff"] < 1e-5      # fp32 on the CPU: the same states
+    for batch in ("1", "2"):
+        floors = result["floors"][batch]
+        assert 0 < floors["gemm_ms"] < floors["step_floor_ms"]
+    assert result["profile_defaults"]["by_part_ms"] and result["profile_all"]["top_kernels"]
+    assert {g["gemm"] for g in result["gemms"]} == {"qkv", "o", "gate_up", "down", "lm_head"}
+    assert all(g["ms"] > 0 and g["floor_ms"] > 0 for g in result["gemms"])
+    assert "defaults" in (tmp_path / "decode_ablation_profile.txt").read_text()
+    # the winners file holds what the next stages read as --kernel-switches
+    KernelSwitches.parse((tmp_path / "kernel_switches_decode.txt").read_text().strip())
+
+
+def test_prefill_attention_bench_smoke_writes_figures(tmp_path):
+    run("benchmarks.kernels.bench_prefill_attention", tmp_path=tmp_path)
+    result = json.loads((tmp_path / "bench_prefill_attention.json").read_text())
+    assert [r["length"] for r in result["rows"]] == [24, 40]
+    for row in result["rows"]:
+        for variant in ("paged", "prefill", "prefill_tma"):
+            assert row[f"{variant}_us"] > 0 and row[f"{variant}_tflops"] > 0
+            assert row[f"{variant}_max_abs_diff"] < 1e-4      # fp32 against SDPA
+            assert row[f"{variant}_vs_sdpa"] > 0
+        assert row["sdpa_default_us"] > 0
+    switches = (tmp_path / "kernel_switches_prefill.txt").read_text().strip()
+    assert KernelSwitches.parse(switches).enabled() == result["recommended_switches"]
+
+
+def test_varlen_smoke_writes_figures(tmp_path):
+    run("benchmarks.gpu.varlen", "--seeds", "0,1", tmp_path=tmp_path)
+    result = json.loads((tmp_path / "varlen_chat.json").read_text())
+    runs = result["runs"]
+    assert [(r["engine"], r["seed"]) for r in runs] == [
+        ("hardware_aware_defaults", 0), ("hardware_aware_defaults", 1),
+        ("previous_fixed_defaults", 0)]
+    for r in runs:
+        assert r["output_tokens"] == sum(varlen_outputs(r["seed"]))   # every token made
+        assert 0 < r["fraction_of_limit"] and 0 < r["fraction_of_strict_limit"]
+        assert r["limit"]["strict_limit_s"] >= r["limit"]["limit_s"] > 0
+        steps = r["mixed_steps"] + r["decode_few_steps"] + r["decode_many_steps"]
+        assert steps == r["steps"] > 0
+        assert r["max_num_seqs"] > 0 and r["max_num_batched_tokens"] > 0
+    assert 0 < result["mean_fraction_of_limit"]
+
+
+def varlen_outputs(seed):
+    from benchmarks.gpu.varlen import lengths
+    return lengths("chat", seed, smoke=True)[1]
