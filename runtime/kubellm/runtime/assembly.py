@@ -110,9 +110,12 @@ def _sliding_window(hf_config) -> int | None:
     window = getattr(hf_config, "sliding_window", None)
     if not window:
         return None
-    if hf_config.model_type in ("qwen2", "qwen3") and \
+    if hf_config.model_type in ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe") and \
             not getattr(hf_config, "use_sliding_window", False):
         return None
+    layer_types = getattr(hf_config, "layer_types", None)
+    if layer_types and "sliding_attention" not in layer_types:
+        return None   # a window in the config that no layer uses (dots.llm1)
     return int(window)
 
 

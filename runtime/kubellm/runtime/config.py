@@ -33,6 +33,9 @@ class EngineConfig:
     pipeline_parallel_size: int = _knob(1, "processes that each hold a slice of the layers")
     pp_layer_partition: str | None = _knob(None, "layers per pipeline stage, e.g. 10,12,10; "
                                                  "none = an even split")
+    enable_expert_parallel: bool = _knob(False, "mixture-of-experts models: split the experts "
+                                                "whole over the tensor-parallel ranks instead "
+                                                "of splitting every expert")
     block_size: int = _knob(16, "tokens per KV-cache block")
     gpu_memory_utilization: float = _knob(0.9, "fraction of GPU memory the engine may use")
     cpu_kv_cache_gb: float = _knob(1.0, "KV-cache size on CPU, in GiB")

@@ -68,6 +68,7 @@ def build_stage_runner(config: EngineConfig, layout: RankLayout, plan: StagePlan
     model_dir = resolve_model_dir(config)
     hf_config = AutoConfig.from_pretrained(model_dir)
     layer_range = tuple(plan.partition[layout.pp_rank])
+    ps.state().expert_parallel = config.enable_expert_parallel  # read by the MoE layers
     model = load_model(model_dir, hf_config, dtype, device, layer_range=layer_range,
                        load_format=config.load_format)
     backend = config.attention_backend

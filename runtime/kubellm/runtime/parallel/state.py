@@ -24,6 +24,9 @@ class ParallelState:
     tp_group: object = None
     pp_group: object = None
     control_group: object = None  # gloo, CPU: per-step metadata from the driver
+    # MoE experts split whole over the TP ranks instead of each expert's projections
+    # (set from EngineConfig.enable_expert_parallel before the model is built)
+    expert_parallel: bool = False
 
 
 _STATE = ParallelState()
