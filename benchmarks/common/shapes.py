@@ -26,3 +26,13 @@ def write_config(shape: dict, out: Path, **overrides) -> str:
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps({**shape, **overrides}, indent=1))
     return str(out)
+
+# 30.5B parameters, 3.3B active: 128 experts of 768, top-8 renormalized, no shared expert
+QWEN3_30B_A3B = dict(
+    architectures=["Qwen3MoeForCausalLM"], model_type="qwen3_moe", vocab_size=151936,
+    hidden_size=2048, intermediate_size=6144, moe_intermediate_size=768,
+    num_hidden_layers=48, num_attention_heads=32, num_key_value_heads=4, head_dim=128,
+    num_experts=128, num_experts_per_tok=8, norm_topk_prob=True, decoder_sparse_step=1,
+    mlp_only_layers=[], max_position_embeddings=40960, rms_norm_eps=1e-6,
+    rope_theta=1000000.0, tie_word_embeddings=False, use_sliding_window=False,
+    sliding_window=None, bos_token_id=151643, eos_token_id=151645, torch_dtype="bfloat16")

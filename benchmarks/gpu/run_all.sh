@@ -8,6 +8,10 @@
 #     SmolLM2 tokenizer files in .serve-bench/tokenizer (tests read KUBELLM_TEST_TOKENIZER_DIR);
 #     then benchmarks/gpu/multi_gpu.py (TP/PP vs TP=1, W scaling, collective times) with
 #     MULTI_ARGS (default "--budget-s 420": it starts no configuration past that)
+#   STAGES="moe" bash benchmarks/gpu/run_all.sh     # mixture of experts (~6 min): the fused
+#     MoE kernel tests at real shapes, then benchmarks/gpu/moe.py (block sizes tuned per
+#     batch bucket -> $OUT/fused_moe_configs.json, fused kernel vs per-expert loop, bf16
+#     agreement with transformers, workload W on the Qwen3-30B-A3B shape) with MOE_ARGS
 # Results land in $OUT (JSON, PNG, logs).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -30,6 +34,11 @@ for stage in $STAGES; do
     serve)   bash benchmarks/serving/run_h200.sh "$OUT" .serve-bench/tokenizer .serve-bench/whl \
                -- --request-rates 4,16,inf --num-prompts 64 --max-model-len 2048 \
                --max-num-seqs 128 2>&1 | tail -20 ;;
+    moe)     python3 -m pytest -m gpu tests/kernels/test_fused_moe.py -q -p no:cacheprovider \
+               2>&1 | tee "$OUT/moe_kernel_tests.log" | tail -5
+             # shellcheck disable=SC2086  # MOE_ARGS is a list of flags
+             python3 -m benchmarks.gpu.moe --out "$OUT" ${MOE_ARGS:---budget-s 330} 2>&1 \
+               | tee "$OUT/moe.log" | grep -v Warning | tail -40 ;;
     multi)   KUBELLM_TEST_TOKENIZER_DIR=$PWD/.serve-bench/tokenizer NCCL_NVLS_ENABLE=0 python3 -m pytest -m gpu tests/runtime/distributed -q \
                -p no:cacheprovider 2>&1 | tee "$OUT/multi_gpu_tests.log" | tail -20
              # shellcheck disable=SC2086  # MULTI_ARGS is a list of flags

@@ -100,19 +100,24 @@ class FusedExperts(nn.Module):
         return self._per_expert_loop(x, topk_weights, topk_ids)
 
     def _per_expert_loop(self, x, topk_weights, topk_ids) -> torch.Tensor:
-        """The CPU path: one gathered matmul pair per expert that has tokens (as
-        transformers does)."""
-        out = torch.zeros_like(x)
-        size = self.inter_local
-        for local in range(self.num_local):
-            token, slot = torch.where(topk_ids == local + self.expert_start)
-            if token.numel() == 0:
-                continue
-            gate_up = nn.functional.linear(x[token], self.w13_weight[local])
-            act = nn.functional.silu(gate_up[:, :size]) * gate_up[:, size:]
-            down = nn.functional.linear(act, self.w2_weight[local])
-            out.index_add_(0, token, (down * topk_weights[token, slot, None]).to(x.dtype))
-        return out
+        return per_expert_loop(x, self.w13_weight, self.w2_weight, topk_weights, topk_ids,
+                               self.expert_start)
+
+
+def per_expert_loop(x, w13, w2, topk_weights, topk_ids, expert_start: int = 0):
+    """The CPU path (and the GPU benchmark's peer): one gathered matmul pair per expert
+    that has tokens, as transformers does. Returns partial sums over this rank's experts."""
+    out = torch.zeros_like(x)
+    size = w2.shape[2]
+    for local in range(w13.shape[0]):
+        token, slot = torch.where(topk_ids == local + expert_start)
+        if token.numel() == 0:
+            continue
+        gate_up = nn.functional.linear(x[token], w13[local])
+        act = nn.functional.silu(gate_up[:, :size]) * gate_up[:, size:]
+        down = nn.functional.linear(act, w2[local])
+        out.index_add_(0, token, (down * topk_weights[token, slot, None]).to(x.dtype))
+    return out
 
 
 class GatedMLP(nn.Module):
