@@ -87,6 +87,7 @@ def assemble_engine(engine_cls, config: EngineConfig, tokenizer, executor, runne
     """KV pool, scheduler and engine around ``executor``; ``runner`` is this process's
     ModelRunner (its own stage when the model spans processes), ``num_blocks`` the pool
     size every rank agreed on."""
+    _warn_if_expert_parallel_unused(config, runner.model)
     runner.allocate_kv_cache(num_blocks)
     capacity = num_blocks * config.block_size
     if capacity < config.max_model_len:
@@ -103,6 +104,19 @@ def assemble_engine(engine_cls, config: EngineConfig, tokenizer, executor, runne
     from kubellm.runtime.loading.default_model import MODEL_NAME
     name = config.model or MODEL_NAME
     return engine_cls(config, tokenizer, executor, kv, scheduler, eos, name, model_dir)
+
+
+def _warn_if_expert_parallel_unused(config: EngineConfig, model) -> None:
+    if not config.enable_expert_parallel:
+        return
+    from kubellm.runtime.layers.moe import FusedExperts
+    if config.tensor_parallel_size == 1:
+        log.warning("enable_expert_parallel has no effect with tensor_parallel_size=1: "
+                    "every expert is in each process")
+    elif config.pipeline_parallel_size == 1 and \
+            not any(isinstance(m, FusedExperts) for m in model.modules()):
+        log.warning("enable_expert_parallel has no effect: the model has no "
+                    "mixture-of-experts layers")
 
 
 def _sliding_window(hf_config) -> int | None:
