@@ -56,6 +56,7 @@ def set_table(table: dict | None) -> None:
     global _override
     _override = table
     _device_table.cache_clear()
+    _device_name.cache_clear()
 
 
 @functools.lru_cache(maxsize=None)
@@ -64,6 +65,11 @@ def _device_table(device_name: str) -> dict:
     if table is None:
         table = json.loads(TABLE_PATH.read_text()) if TABLE_PATH.exists() else {}
     return table.get(device_name, {})
+
+
+@functools.lru_cache(maxsize=None)
+def _device_name(index: int | None) -> str:   # asked once per device, not per layer
+    return torch.cuda.get_device_name(index)
 
 
 def _pow2_between(n: int, low: int, high: int) -> int:
@@ -94,7 +100,7 @@ def choose_config(num_tokens: int, top_k: int, num_experts: int, hidden: int, in
                   dtype: torch.dtype, device: torch.device,
                   interpreted: bool = False) -> MoeConfig:
     if device.type == "cuda" and not interpreted:
-        buckets = _device_table(torch.cuda.get_device_name(device)).get(
+        buckets = _device_table(_device_name(device.index)).get(
             shape_key(num_experts, hidden, inter, top_k, dtype))
         if buckets:
             sizes = sorted(int(b) for b in buckets)
