@@ -1,4 +1,4 @@
-"""fused_moe and moe_align_block_size against their references (CPU interpreter: small
+"""fused_moe, moe_align_block_size and topk_softmax against their references (CPU interpreter: small
 shapes; GPU, marked gpu: real shapes of Qwen3-30B-A3B and Mixtral-8x7B layers)."""
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from kubellm.kernels.fused_moe import TOLERANCES, fused_moe, fused_moe_ref
 from kubellm.kernels.fused_moe_configs import (MoeConfig, Tile, choose_config, default_config,
                                                set_table, shape_key)
 from kubellm.kernels.moe_align import moe_align_block_size, moe_align_block_size_ref
+from kubellm.kernels.topk_softmax import TOLERANCES as TOPK_TOLERANCES
+from kubellm.kernels.topk_softmax import topk_softmax, topk_softmax_ref
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 
@@ -136,3 +138,29 @@ def test_real_shapes_on_gpu(cuda, shape, num_tokens):
     out = fused_moe(x, w13, w2, topk_w, topk_ids)
     ref = fused_moe_ref(x, w13, w2, topk_w, topk_ids)
     assert_close(out, ref)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("num_experts, top_k, renormalize, round_to", [
+    (8, 2, True, None), (60, 4, False, torch.bfloat16), (128, 8, True, torch.float16),
+    (5, 5, False, None)])
+def test_topk_softmax_matches_torch(dtype, num_experts, top_k, renormalize, round_to):
+    gen = torch.Generator().manual_seed(num_experts)
+    # distinct logits (a permutation, scaled): no ties, so torch's order is defined too
+    logits = torch.stack([torch.randperm(num_experts, generator=gen) for _ in range(37)])
+    logits = (logits.float() * 0.05 - 1).to(dtype)
+    weights, ids = topk_softmax(logits, top_k, renormalize, round_to)
+    ref_weights, ref_ids = topk_softmax_ref(logits, top_k, renormalize, round_to)
+    assert torch.equal(ids, ref_ids)
+    atol, rtol = TOPK_TOLERANCES[dtype]
+    if round_to is not None:   # one rounding to the dtype may fall the other way
+        atol, rtol = 0, 2 ** -7
+    torch.testing.assert_close(weights, ref_weights, atol=atol, rtol=rtol)
+
+
+def test_topk_softmax_breaks_ties_toward_the_lower_expert():
+    logits = torch.tensor([[0.0, 1.0, 1.0, 0.5, 1.0]])
+    _, ids = topk_softmax(logits, 2, renormalize=True)
+    assert ids.tolist() == [[1, 2]]
+    with pytest.raises(ValueError, match="top_k must be between 1 and the 5 experts"):
+        topk_softmax(logits, 6, renormalize=True)

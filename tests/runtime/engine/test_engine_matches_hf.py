@@ -101,15 +101,17 @@ def test_sharded_checkpoint_loads_the_same_weights(references, tmp_path):
 
 @pytest.mark.parametrize("family", ["qwen3-moe", "dots1"])
 def test_moe_engine_through_the_triton_kernel(references, family):
-    """The fused MoE kernel (Triton's interpreter on CPU) in the engine: what CUDA runs,
+    """The fused MoE kernels (Triton's interpreter on CPU) in the engine: what CUDA runs,
     with the sorting, padding and config choice of real steps (prefill + decode)."""
     from kubellm.runtime.layers.moe import FusedExperts
+    from kubellm.runtime.layers.moe_router import TopKRouter
     prompts, refs = references
     path, expected = refs[family]
     llm = LLM(path, dtype="float32")
-    experts = [m for m in llm.engine.executor.model.modules() if isinstance(m, FusedExperts)]
-    assert experts
-    for module in experts:
+    modules = [m for m in llm.engine.executor.model.modules()
+               if isinstance(m, (FusedExperts, TopKRouter))]
+    assert modules
+    for module in modules:   # qwen3-moe's softmax router fuses too; dots1's stays torch
         module.use_triton = True
     n = 4
     outs = llm.generate(prompts[:3], SamplingParams(temperature=0.0, max_tokens=n,

@@ -69,3 +69,19 @@ def test_same_experts_and_weights_as_transformers(family):
 def test_bad_router_configs_name_the_field(spec, message):
     with pytest.raises(ValueError, match=message):
         TopKRouter(HIDDEN, 8, spec)
+
+
+@pytest.mark.parametrize("spec", [RouterSpec(top_k=2), RouterSpec(top_k=4, renormalize=False,
+                                                                   round_weights=True)])
+def test_fused_softmax_router_kernel_agrees_with_torch(spec):
+    """On CUDA a softmax router runs as one Triton kernel (interpreted here)."""
+    torch.manual_seed(1)
+    router = TopKRouter(HIDDEN, 16, spec)
+    with torch.no_grad():
+        router.weight.normal_(0, 0.5)
+    x = torch.randn(TOKENS, HIDDEN)
+    weights, ids = router(x)
+    router.use_triton = True
+    fused_weights, fused_ids = router(x)
+    assert fused_ids.dtype == torch.int32 and torch.equal(fused_ids.long(), ids)
+    torch.testing.assert_close(fused_weights, weights, atol=1e-6, rtol=1e-6)

@@ -63,15 +63,22 @@ class TopKRouter(nn.Module):
         dtype = torch.float32 if spec.fp32 else None
         self.weight = nn.Parameter(torch.empty(num_experts, hidden, dtype=dtype),
                                    requires_grad=False)
+        self.use_triton: bool | None = None   # None: the fused kernel on CUDA tensors
         self.e_score_correction_bias = None
         if spec.correction_bias:
             self.e_score_correction_bias = nn.Parameter(
                 torch.empty(num_experts, dtype=torch.float32), requires_grad=False)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """x [T, H] -> (topk_weights [T, k] fp32, topk_ids [T, k] int64)."""
+        """x [T, H] -> (topk_weights [T, k] fp32, topk_ids [T, k] int64, or int32 from
+        the fused kernel)."""
         spec = self.spec
         logits = nn.functional.linear(x.float() if spec.fp32 else x, self.weight)
+        use_triton = x.is_cuda if self.use_triton is None else self.use_triton
+        if use_triton and self._plain_softmax:   # one kernel instead of ~8
+            from kubellm.kernels.topk_softmax import topk_softmax
+            return topk_softmax(logits, spec.top_k, spec.renormalize,
+                                logits.dtype if spec.round_weights else None)
         if spec.scoring == "softmax":
             scores = torch.softmax(logits, dim=-1, dtype=torch.float32)
         else:
@@ -90,6 +97,12 @@ class TopKRouter(nn.Module):
         if spec.round_weights:
             topk_weights = topk_weights.to(logits.dtype).float()
         return topk_weights, topk_ids
+
+    @property
+    def _plain_softmax(self) -> bool:
+        spec = self.spec
+        return (spec.scoring == "softmax" and self.e_score_correction_bias is None
+                and spec.num_groups == 1 and spec.routed_scaling_factor == 1.0)
 
     def _best_groups_only(self, choice: torch.Tensor) -> torch.Tensor:
         """Experts outside the ``topk_groups`` best groups (a group scores the sum of its
