@@ -168,14 +168,13 @@ def fused_moe(x: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor,
     sorted_ids, block_experts, num_padded = moe_align_block_size(
         topk_ids, num_experts, config.block_m, expert_start)
     num_pairs = topk_ids.numel()
-    # pairs routed to other ranks are written by no block: zeros make them add nothing
-    partial = num_experts < num_global_experts
-    alloc = torch.zeros if partial else torch.empty
-    act = alloc((num_pairs, inter), dtype=x.dtype, device=x.device)
+    act = torch.empty((num_pairs, inter), dtype=x.dtype, device=x.device)
     weights = topk_weights.reshape(-1)
     _launch_gemm(x, w13, act, weights, sorted_ids, block_experts, num_padded, inter, hidden,
                  top_k, gated=True, mul_weight=False, block_m=config.block_m,
                  tile=config.gate_up)
+    # pairs routed to other ranks are written by no block: zeros make them add nothing
+    alloc = torch.zeros if num_experts < num_global_experts else torch.empty
     out_pairs = alloc((num_pairs, hidden), dtype=x.dtype, device=x.device)
     _launch_gemm(act, w2, out_pairs, weights, sorted_ids, block_experts, num_padded, hidden,
                  inter, 1, gated=False, mul_weight=True, block_m=config.block_m,
