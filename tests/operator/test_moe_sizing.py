@@ -34,13 +34,14 @@ def test_memory_follows_the_total_and_cpus_the_active_count():
     assert (active_parameter_count(moe), active_parameter_count(dense)) == (3e9, 30e9)
     moe_cpu, dense_cpu = requests({"model": MOE, "resources": CPU}), \
         requests({"model": DENSE_30B, "resources": CPU})
-    # 30B in fp32 (CPU) = 111.8 GiB + 2 base + 1 KV cache, the same for both
-    assert moe_cpu["memory"] == dense_cpu["memory"] == "115Gi"
+    # 30B in fp32 (CPU) = 111.8 GiB + 2 base + 1 KV cache + 2 of /dev/shm, the same for both
+    assert moe_cpu["memory"] == dense_cpu["memory"] == "117Gi"
     # 2 CPUs + 1 per further billion active parameters, at most 16
     assert (moe_cpu["cpu"], dense_cpu["cpu"]) == ("4", "16")
-    # GPU pods: the host memory maps the largest shard whatever the active count
+    # GPU pods: the host memory maps the largest shard whatever the active count (+ 2 GiB
+    # of /dev/shm); a pod that downloads its weights asks ephemeral storage for all of them
     assert requests({"model": MOE}) == requests({"model": DENSE_30B}) == \
-        {"cpu": "3", "memory": "9Gi"}
+        {"cpu": "3", "memory": "11Gi", "ephemeral-storage": "57Gi"}
 
 
 def test_stated_counts_win_over_the_name():
