@@ -42,6 +42,7 @@ def test_runtime_wheel_holds_runtime_and_kernels_only(tmp_path):
     names = [n for n in _wheel_names(ROOT, tmp_path) if not n.startswith("kubellm-")]
     assert "kubellm/runtime/engine/llm_engine.py" in names
     assert "kubellm/kernels/paged_attention.py" in names
+    assert "kubellm/kernels/fused_moe_configs.json" in names   # the tuned block sizes
     assert all(n.startswith(("kubellm/runtime/", "kubellm/kernels/")) for n in names), \
         sorted({n.split("/")[1] for n in names})
     assert "kubellm/__init__.py" not in names

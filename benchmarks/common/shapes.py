@@ -35,4 +35,14 @@ QWEN25_05B = dict(
     rope_theta=1000000.0, tie_word_embeddings=True, use_sliding_window=False,
     bos_token_id=151643, eos_token_id=151645, torch_dtype="bfloat16")
 
+# 30.5B parameters, 3.3B active: 128 experts of 768, top-8 renormalized, no shared expert
+QWEN3_30B_A3B = dict(
+    architectures=["Qwen3MoeForCausalLM"], model_type="qwen3_moe", vocab_size=151936,
+    hidden_size=2048, intermediate_size=6144, moe_intermediate_size=768,
+    num_hidden_layers=48, num_attention_heads=32, num_key_value_heads=4, head_dim=128,
+    num_experts=128, num_experts_per_tok=8, norm_topk_prob=True, decoder_sparse_step=1,
+    mlp_only_layers=[], max_position_embeddings=40960, rms_norm_eps=1e-6,
+    rope_theta=1000000.0, tie_word_embeddings=False, use_sliding_window=False,
+    sliding_window=None, bos_token_id=151643, eos_token_id=151645, torch_dtype="bfloat16")
+
 SHAPES = {"llama3-8b": LLAMA3_8B, "qwen3-8b": QWEN3_8B, "qwen2.5-0.5b": QWEN25_05B}

@@ -23,6 +23,10 @@
 #     small-model: the same chat workload on Qwen2.5-0.5B (host-bound steps).
 #     The first two write the switches that won to $OUT/kernel_switches_*.txt; varlen
 #     and w then run with them (KUBELLM_KERNEL_SWITCHES), unless it is set already.
+#   STAGES="moe" bash benchmarks/gpu/run_all.sh     # mixture of experts (~6 min): the fused
+#     MoE kernel tests at real shapes, then benchmarks/gpu/moe.py (block sizes tuned per
+#     batch bucket -> $OUT/fused_moe_configs.json, fused kernel vs per-expert loop, bf16
+#     agreement with transformers, workload W on the Qwen3-30B-A3B shape) with MOE_ARGS
 # Results land in $OUT (JSON, PNG, logs).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -82,6 +86,11 @@ for stage in $STAGES; do
                | tee "$OUT/mp_engine.log" | grep -v Warning | tail -20
              python3 -m pytest -m gpu tests/gpu/test_engine_lifecycle_cuda.py -q \
                -p no:cacheprovider 2>&1 | tee "$OUT/mp_lifecycle_tests.log" | tail -5 ;;
+    moe)     python3 -m pytest -m gpu tests/kernels/test_fused_moe.py -q -p no:cacheprovider \
+               2>&1 | tee "$OUT/moe_kernel_tests.log" | tail -5
+             # shellcheck disable=SC2086  # MOE_ARGS is a list of flags
+             python3 -m benchmarks.gpu.moe --out "$OUT" ${MOE_ARGS:---budget-s 330} 2>&1 \
+               | tee "$OUT/moe.log" | grep -v Warning | tail -40 ;;
     multi)   KUBELLM_TEST_TOKENIZER_DIR=$PWD/.serve-bench/tokenizer NCCL_NVLS_ENABLE=0 python3 -m pytest -m gpu tests/runtime/distributed -q \
                -p no:cacheprovider 2>&1 | tee "$OUT/multi_gpu_tests.log" | tail -20
              # shellcheck disable=SC2086  # MULTI_ARGS is a list of flags

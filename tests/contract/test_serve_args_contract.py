@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from kubellm.operator.builders.pod import serve_args
 from kubellm.operator.validation import defaulted_spec
@@ -9,6 +10,7 @@ from kubellm.runtime.cli.main import build_parser
 from kubellm.runtime.server.config import ServerConfig
 from kubellm.runtime.server.lifecycle import EXIT_AFTER_DRAIN_S
 from tests.operator.test_operator_builders import HF, TOPOLOGIES, all_pod_specs, children
+from tests.paths import ROOT
 
 
 def test_the_runtime_cli_accepts_every_flag_the_operator_writes():
@@ -45,3 +47,14 @@ def test_grace_period_outlasts_prestop_and_the_servers_drain(topology_name, engi
         assert float(c["args"][c["args"].index("--shutdown-timeout") + 1]) == drain
         sleep = int(c["lifecycle"]["preStop"]["exec"]["command"][-1])
         assert pod["terminationGracePeriodSeconds"] >= sleep + drain + EXIT_AFTER_DRAIN_S
+
+
+def test_moe_example_asks_the_runtime_for_expert_parallelism():
+    """examples/moe-qwen3-30b-a3b.yaml passes --enable-expert-parallel through extraArgs;
+    the runtime's own resolution turns it into EngineConfig.enable_expert_parallel."""
+    from kubellm.runtime.cli.engine_args import engine_config_from_args
+    example = yaml.safe_load((ROOT / "examples" / "moe-qwen3-30b-a3b.yaml").read_text())
+    args = build_parser().parse_args(serve_args(defaulted_spec(example["spec"]), "qwen3-moe"))
+    config = engine_config_from_args(args)
+    assert config.enable_expert_parallel is True and config.tensor_parallel_size == 2
+    assert config.model == "Qwen/Qwen3-30B-A3B"

@@ -7,6 +7,9 @@
 - ``rms_norm``: ``rms_norm`` and ``fused_add_rms_norm``
 - ``rotary``: ``apply_rotary`` and ``build_cos_sin_cache`` (default and llama3 scaling)
 - ``activation``: ``silu_and_mul``
+- ``fused_moe``: the mixture-of-experts MLP as two grouped GEMMs over expert-sorted
+  blocks (``moe_align``), block sizes from ``fused_moe_configs``
+- ``topk_softmax``: a softmax router's top-k experts and weights in one kernel
 
 Nothing is imported here, so ``import kubellm.kernels`` stays cheap; import the module
 of the op you need. CPU tensors run the kernels in triton's interpreter, which needs

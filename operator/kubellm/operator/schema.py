@@ -73,6 +73,12 @@ MODEL = _obj(
                                    "CPU and memory requests. Default: read from the "
                                    "model's name.", pattern=r"^[0-9]+(\.[0-9]+)?[KMBT]$",
                          maxLength=16),
+        "activeParameters": _f("string", "Parameters one token goes through, e.g. 3B for "
+                                         "Qwen3-30B-A3B (a mixture-of-experts model's "
+                                         "routed experts only; at most `parameters`); "
+                                         "sizes the CPUs of CPU pods. Default: the "
+                                         "name's A3B part, else the parameter count.",
+                               pattern=r"^[0-9]+(\.[0-9]+)?[KMBT]$", maxLength=16),
         "dtype": _f("string", "Weight and activation dtype.", default="auto",
                     enum=["auto", "float16", "bfloat16", "float32"]),
         "maxModelLen": _f("integer", "Longest sequence (prompt + output) in tokens; "

@@ -10,6 +10,7 @@ from typing import Any
 
 import jsonschema
 
+from kubellm.operator.builders.sizing import size_errors
 from kubellm.operator.rules import broken_rules
 from kubellm.operator.schema import SPEC, Schema
 
@@ -43,7 +44,7 @@ def defaulted_spec(spec: Any) -> dict[str, Any]:
                     key=lambda e: list(map(str, e.absolute_path)))
     messages = [f"spec{_field_path(e)}: {e.message}" for e in errors]
     if not messages:
-        messages = broken_rules(full)
+        messages = broken_rules(full) + size_errors(full)
     if messages:
         raise SpecError("; ".join(messages))
     return full

@@ -99,6 +99,7 @@ def assemble_engine(engine_cls, config: EngineConfig, tokenizer, executor, runne
     """KV pool, scheduler and engine around ``executor``; ``runner`` is this process's
     ModelRunner (its own stage when the model spans processes), ``num_blocks`` the pool
     size every rank agreed on."""
+    _warn_if_expert_parallel_unused(config, runner.model)
     runner.allocate_kv_cache(num_blocks)
     capacity = num_blocks * config.block_size
     if capacity < config.max_model_len:
@@ -124,14 +125,30 @@ def wire_engine(engine_cls, config: EngineConfig, tokenizer, executor, num_block
     return engine_cls(config, tokenizer, executor, kv, scheduler, eos, name, model_dir)
 
 
+def _warn_if_expert_parallel_unused(config: EngineConfig, model) -> None:
+    if not config.enable_expert_parallel:
+        return
+    from kubellm.runtime.layers.moe import FusedExperts
+    if config.tensor_parallel_size == 1:
+        log.warning("enable_expert_parallel has no effect with tensor_parallel_size=1: "
+                    "every expert is in each process")
+    elif config.pipeline_parallel_size == 1 and \
+            not any(isinstance(m, FusedExperts) for m in model.modules()):
+        log.warning("enable_expert_parallel has no effect: the model has no "
+                    "mixture-of-experts layers")
+
+
 def _sliding_window(hf_config) -> int | None:
     """The attention window the checkpoint was trained with, if it uses one."""
     window = getattr(hf_config, "sliding_window", None)
     if not window:
         return None
-    if hf_config.model_type in ("qwen2", "qwen3") and \
+    if hf_config.model_type in ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe") and \
             not getattr(hf_config, "use_sliding_window", False):
         return None
+    layer_types = getattr(hf_config, "layer_types", None)
+    if layer_types and "sliding_attention" not in layer_types:
+        return None   # a window in the config that no layer uses (dots.llm1)
     return int(window)
 
 

@@ -39,6 +39,9 @@ class EngineConfig:
         None, "uni = the model runs in this process; mp = in worker processes (one per "
               "rank) driven from this one, also at one rank; none = uni for one rank, mp "
               "for several", EXECUTOR_BACKENDS)
+    enable_expert_parallel: bool = _knob(False, "mixture-of-experts models: split the experts "
+                                                "whole over the tensor-parallel ranks instead "
+                                                "of splitting every expert")
     block_size: int = _knob(16, "tokens per KV-cache block")
     gpu_memory_utilization: float = _knob(0.9, "fraction of GPU memory the engine may use")
     cpu_kv_cache_gb: float = _knob(1.0, "KV-cache size on CPU, in GiB")

@@ -1,6 +1,6 @@
 """Greedy token ids equal to transformers generate() on the same fp32 weights, for each
-Llama-family variant, in every scheduling mode (prefix caching on/off with shared
-prefixes, chunked prefill, preemption, each policy)."""
+Llama-family variant and each mixture-of-experts family, in every scheduling mode
+(prefix caching on/off with shared prefixes, chunked prefill, preemption, each policy)."""
 from __future__ import annotations
 
 import random
@@ -12,7 +12,8 @@ import torch
 
 from kubellm.runtime import LLM, SamplingParams
 
-FAMILIES = ["llama", "llama3", "mistral", "qwen2", "qwen3"]
+FAMILIES = ["llama", "llama3", "mistral", "qwen2", "qwen3",
+            "mixtral", "qwen2-moe", "qwen3-moe", "dots1"]
 MAX_TOKENS = 10
 
 MODES = {
@@ -96,3 +97,23 @@ def test_sharded_checkpoint_loads_the_same_weights(references, tmp_path):
     outs = llm.generate(prompts[:4], SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS,
                                                     ignore_eos=True))
     assert [o.outputs[0].token_ids for o in outs] == expected[:4]
+
+
+@pytest.mark.parametrize("family", ["qwen3-moe", "dots1"])
+def test_moe_engine_through_the_triton_kernel(references, family):
+    """The fused MoE kernels (Triton's interpreter on CPU) in the engine: what CUDA runs,
+    with the sorting, padding and config choice of real steps (prefill + decode)."""
+    from kubellm.runtime.layers.moe import FusedExperts
+    from kubellm.runtime.layers.moe_router import TopKRouter
+    prompts, refs = references
+    path, expected = refs[family]
+    llm = LLM(path, dtype="float32")
+    modules = [m for m in llm.engine.executor.model.modules()
+               if isinstance(m, (FusedExperts, TopKRouter))]
+    assert modules
+    for module in modules:   # qwen3-moe's softmax router fuses too; dots1's stays torch
+        module.use_triton = True
+    n = 4
+    outs = llm.generate(prompts[:3], SamplingParams(temperature=0.0, max_tokens=n,
+                                                    ignore_eos=True))
+    assert [o.outputs[0].token_ids for o in outs] == [e[:n] for e in expected[:3]]

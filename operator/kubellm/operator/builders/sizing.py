@@ -6,9 +6,13 @@ user sets neither, each pod requests what its processes need (requests only: no 
 limit, so tokenization bursts are not throttled; a memory limit only when the user sets
 one).
 
-The model's size comes from ``spec.model.parameters`` ("8B", "135M"), else from its name
+A model has two sizes. Memory follows the total parameter count: a mixture-of-experts
+model keeps every expert resident. Compute follows the active count, the parameters one
+token goes through (the routed experts only), which sizes the CPUs of CPU pods. The
+total comes from ``spec.model.parameters`` ("8B", "135M"), else from the model's name
 ("Qwen2.5-0.5B-Instruct", "Mixtral-8x7B", "Qwen3-30B-A3B": the total count), else it is
-unknown and the layout alone decides.
+unknown and the layout alone decides; the active count from
+``spec.model.activeParameters``, else the name's "A3B" part, else the total.
 """
 from __future__ import annotations
 
@@ -23,6 +27,8 @@ _UNITS = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
 # "30B-A3B" reads as 30B (all experts are resident even if 3B are active).
 _MOE = re.compile(r"(?<![\d.])(\d+)x(\d+(?:\.\d+)?)([kmbt])(?![a-z])", re.IGNORECASE)
 _PLAIN = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)([kmbt])(?![a-z])", re.IGNORECASE)
+# "30B-A3B": the active count of a mixture-of-experts model, after its total
+_ACTIVE = re.compile(r"(?<![a-z\d.])A(\d+(?:\.\d+)?)([kmbt])(?![a-z])", re.IGNORECASE)
 
 # GPU pods: Python, torch, the CUDA context and the tokenizer take ~4 GiB; each further
 # rank process ~2 GiB; the loader reads one safetensors shard at a time through mmap
@@ -31,6 +37,9 @@ GPU_BASE_GIB, GPU_PER_PROCESS_GIB, LARGEST_SHARD_GIB = 4, 2, 5
 # CPU pods hold the weights and the KV cache in host memory (the runtime's default
 # --cpu-kv-cache-gb is 1), plus the same interpreter and tokenizer.
 CPU_BASE_GIB, CPU_KV_CACHE_GIB = 2, 1
+# CPU pods: 2 CPUs per rank, one more per further billion active parameters it computes
+# (a decode step costs ~2 FLOPs per active parameter per token), at most 16 per rank
+CPU_PER_RANK, CPU_PER_ACTIVE_BILLION, MAX_CPU_PER_RANK = 2, 1, 16
 UNKNOWN_MODEL_GIB = 16  # CPU pods of a model whose size nobody stated
 
 
@@ -38,20 +47,64 @@ def parse_parameters(text: str) -> float | None:
     """Parameter count named in ``text`` ("8B" -> 8e9), or None."""
     if m := _MOE.search(text):
         return int(m[1]) * float(m[2]) * _UNITS[m[3].lower()]
-    if m := _PLAIN.search(text):
+    if m := _PLAIN.search(_ACTIVE.sub("", text)):   # "MoE-A2.7B" says nothing of the total
         return float(m[1]) * _UNITS[m[2].lower()]
     return None
 
 
+def parse_active_parameters(text: str) -> float | None:
+    """Active parameter count named in ``text`` ("Qwen3-30B-A3B" -> 3e9), or None."""
+    if m := _ACTIVE.search(text):
+        return float(m[1]) * _UNITS[m[2].lower()]
+    return None
+
+
+def _model_name(spec: dict[str, Any]) -> str:
+    source = spec["model"]["source"]
+    name = source.get("huggingFace") or source.get("pvc", {}).get("path", "")
+    return name.rsplit("/", 1)[-1] if name else ""
+
+
 def parameter_count(spec: dict[str, Any]) -> float | None:
+    """Total parameters (every expert): what the memory holds."""
     model = spec["model"]
     if model.get("parameters"):
         return parse_parameters(model["parameters"])
     source = model["source"]
     if "embedded" in source:
         return EMBEDDED_PARAMETERS[source["embedded"]]
-    name = source.get("huggingFace") or source.get("pvc", {}).get("path", "")
-    return parse_parameters(name.rsplit("/", 1)[-1]) if name else None
+    name = _model_name(spec)
+    return parse_parameters(name) if name else None
+
+
+def active_parameter_count(spec: dict[str, Any]) -> float | None:
+    """Parameters one token goes through (the routed experts of a mixture-of-experts
+    model; all of a dense one): what each token costs to compute."""
+    model = spec["model"]
+    if model.get("activeParameters"):
+        return parse_parameters(model["activeParameters"])
+    stated = None if model.get("parameters") else parse_active_parameters(_model_name(spec))
+    return stated if stated is not None else parameter_count(spec)
+
+
+def size_errors(spec: dict[str, Any]) -> list[str]:
+    """A stated active count larger than the stated total (neither can be checked by
+    the API server: CEL has no parser for "30B")."""
+    model = spec["model"]
+    if model.get("parameters") and model.get("activeParameters"):
+        total = parse_parameters(model["parameters"])
+        active = parse_parameters(model["activeParameters"])
+        if total is not None and active is not None and active > total:
+            return [f"spec.model.activeParameters ({model['activeParameters']}) exceeds "
+                    f"spec.model.parameters ({model['parameters']})"]
+    return []
+
+
+def cpus_per_rank(active_per_rank: float | None) -> int:
+    if active_per_rank is None:
+        return CPU_PER_RANK
+    billions = max(0, math.ceil(active_per_rank / 1e9) - 1)
+    return min(MAX_CPU_PER_RANK, CPU_PER_RANK + CPU_PER_ACTIVE_BILLION * billions)
 
 
 def bytes_per_parameter(spec: dict[str, Any]) -> int:
@@ -78,5 +131,7 @@ def default_requests(spec: dict[str, Any], processes_per_pod: int,
     else:
         held = UNKNOWN_MODEL_GIB if weights_gib is None else weights_gib
         memory = CPU_BASE_GIB + CPU_KV_CACHE_GIB * processes_per_pod + held
-        cpu = 2 * processes_per_pod
+        active = active_parameter_count(spec)
+        ranks = processes_per_pod * pods_per_replica
+        cpu = processes_per_pod * cpus_per_rank(active / ranks if active else None)
     return {"cpu": str(cpu), "memory": f"{math.ceil(memory)}Gi"}

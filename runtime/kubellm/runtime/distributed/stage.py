@@ -8,6 +8,7 @@ only its tensor-parallel slice of each weight.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import asdict, dataclass
 
 import torch
@@ -70,7 +71,9 @@ def build_stage_runner(config: EngineConfig, layout: RankLayout, plan: StagePlan
     model_dir = resolve_model_dir(config)
     hf_config = AutoConfig.from_pretrained(model_dir)
     layer_range = tuple(plan.partition[layout.pp_rank])
-    with ps.building(parallel):  # the layers keep this rank's shard and TP group
+    # the layers keep this rank's shard and TP group; MoE layers read expert_parallel
+    rank_state = dataclasses.replace(parallel, expert_parallel=config.enable_expert_parallel)
+    with ps.building(rank_state):
         model = load_model(model_dir, hf_config, dtype, device, layer_range=layer_range,
                            load_format=config.load_format)
     return ModelRunner(model, sampler, device, dtype, config.block_size,

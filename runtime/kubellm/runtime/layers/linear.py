@@ -88,10 +88,15 @@ class QKVParallelLinear(ColumnParallelLinear):
 
 
 class RowParallelLinear(nn.Module):
-    """y = x W^T with W's columns (input features) split; partial sums all-reduced."""
+    """y = x W^T with W's columns (input features) split; partial sums all-reduced
+    (unless ``reduce_results=False``: the caller adds more partial sums and reduces once)."""
 
-    def __init__(self, in_features: int, out_features: int, bias: bool = False):
+    def __init__(self, in_features: int, out_features: int, bias: bool = False,
+                 reduce_results: bool = True):
         super().__init__()
+        if bias and not reduce_results:
+            raise ValueError("a row-parallel bias is added after the reduction it skips")
+        self.reduce_results = reduce_results
         parallel = ps.state()  # kept: the reduction runs in this layout's group
         self.tp_size, self.tp_rank, self.tp_group = \
             parallel.tp_size, parallel.tp_rank, parallel.tp_group
@@ -110,5 +115,7 @@ class RowParallelLinear(nn.Module):
         param.data.copy_(loaded[:, start:start + self.in_per_rank])
 
     def forward(self, x):
-        y = ps.all_reduce(nn.functional.linear(x, self.weight), self.tp_group)
+        y = nn.functional.linear(x, self.weight)
+        if self.reduce_results:
+            y = ps.all_reduce(y, self.tp_group)
         return y if self.bias is None else y + self.bias

@@ -85,7 +85,8 @@ def load_weights(model: torch.nn.Module, model_dir: str) -> None:
 
 def _assign(model: torch.nn.Module, tensors, source: str) -> None:
     """Copy each (checkpoint name, tensor or lazy slice) into its parameter, or this
-    rank's part of it; every parameter must be covered."""
+    rank's part of it; every parameter (and every expert of a stacked one) must be
+    covered."""
     params = dict(model.named_parameters())
     loaded: set[str] = set()
     for name, tensor in tensors:
@@ -107,3 +108,7 @@ def _assign(model: torch.nn.Module, tensors, source: str) -> None:
     missing = set(params) - loaded
     if missing:
         raise ValueError(f"{source} lacks weights for: {sorted(missing)[:8]}")
+    for module in model.modules():   # parameters filled piece by piece (stacked experts)
+        check = getattr(module, "check_loaded", None)
+        if check is not None:
+            check(source)

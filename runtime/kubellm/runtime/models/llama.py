@@ -100,10 +100,12 @@ class LlamaMLP(nn.Module):
 
 
 class LlamaDecoderLayer(nn.Module):
-    def __init__(self, a: LlamaArgs):
+    """``mlp``: another feed-forward block than the dense one (mixture-of-experts models)."""
+
+    def __init__(self, a: LlamaArgs, mlp: nn.Module | None = None):
         super().__init__()
         self.self_attn = LlamaAttention(a)
-        self.mlp = LlamaMLP(a)
+        self.mlp = mlp if mlp is not None else LlamaMLP(a)
         self.input_layernorm = RMSNorm(a.hidden_size, a.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(a.hidden_size, a.rms_norm_eps)
 
@@ -135,12 +137,15 @@ class LlamaForCausalLM(nn.Module):
         self.is_last_stage = self.end_layer == a.num_layers
         self.embed_tokens = VocabParallelEmbedding(a.vocab_size, a.hidden_size) \
             if self.is_first_stage or (self.is_last_stage and a.tie_word_embeddings) else None
-        self.layers = nn.ModuleDict({str(i): LlamaDecoderLayer(a)
+        self.layers = nn.ModuleDict({str(i): self.build_layer(a, i)
                                      for i in range(self.start_layer, self.end_layer)})
         self.norm = RMSNorm(a.hidden_size, a.rms_norm_eps) if self.is_last_stage else None
         self.lm_head = None
         if self.is_last_stage and not a.tie_word_embeddings:
             self.lm_head = ParallelLMHead(a.vocab_size, a.hidden_size)
+
+    def build_layer(self, a: LlamaArgs, index: int) -> nn.Module:
+        return LlamaDecoderLayer(a)
 
     def forward(self, token_ids, positions, hidden=None, residual=None):
         """First stage: from token ids; later stages: from the previous stage's

@@ -35,6 +35,9 @@ class ParallelState:
     control_group: object = None    # gloo, CPU: per-step metadata from the driver
     heartbeat_group: object = None  # gloo, CPU: liveness rounds (distributed/heartbeat.py)
     backend: str = "gloo"           # of the default group and the TP groups
+    # MoE experts split whole over the TP ranks instead of each expert's projections
+    # (EngineConfig.enable_expert_parallel, set where the rank's model is built)
+    expert_parallel: bool = False
 
     @property
     def groups(self) -> list:

@@ -1,0 +1,35 @@
+"""The MoE GPU benchmark (benchmarks/gpu/moe.py, STAGES=moe) on a tiny shape on the CPU,
+kernels in triton's interpreter: every part runs and writes well-formed figures, and the
+table it writes is one kubellm.kernels.fused_moe_configs can read."""
+import json
+import os
+import subprocess
+import sys
+
+from tests.paths import ROOT
+
+
+def test_smoke_run_writes_every_part(tmp_path):
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.gpu.moe", "--smoke",
+                           "--out", str(tmp_path)], capture_output=True, text=True,
+                          timeout=600, cwd=ROOT, env=env)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    result = json.loads((tmp_path / "moe.json").read_text())
+    assert result["skipped"] == {}
+    table = json.loads((tmp_path / "fused_moe_configs.json").read_text())
+    [(device, shapes)] = table.items()
+    [(key, buckets)] = shapes.items()
+    assert device == "cpu" and key == "E=8,H=64,I=32,K=2,float32"
+    from kubellm.kernels.fused_moe_configs import MoeConfig
+    for bucket in ("1", "16"):
+        config = MoeConfig.from_dict(buckets[bucket])
+        assert config.block_m >= 16 and buckets[bucket]["gemms_ms"] > 0
+    assert [r["tokens"] for r in result["fused_vs_loop"]] == [1, 16]
+    assert all(r["fused_ms"] > 0 and r["loop_ms"] > 0 for r in result["fused_vs_loop"])
+    agreement = result["agreement"]
+    assert agreement["num_prompts"] == 3 and agreement["failures"] == []
+    w = result["w"]
+    assert w["kubellm"]["output_tokens"] == 8 * 6
+    assert w["limit"]["limit_output_tok_s"] > 0 and w["fraction_of_limit"] > 0
+    assert w["limit"]["active_params"] < w["limit"]["total_params"]
