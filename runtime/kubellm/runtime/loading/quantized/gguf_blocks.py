@@ -74,7 +74,8 @@ def _decode(raw: torch.Tensor, kind: str):
 def quantized_weight(data: np.ndarray, kind: str, rows: int, cols: int) -> QuantizedWeight:
     """A quantized GGUF matrix [rows = out, cols = in] in the common layout."""
     bits, group = QUANTIZED_TYPES[kind]
-    raw = torch.from_numpy(np.ascontiguousarray(data)).reshape(-1, _BLOCK_BYTES[kind])
+    raw = torch.from_numpy(np.array(data))   # a copy: the file is mapped read-only
+    raw = raw.reshape(-1, _BLOCK_BYTES[kind])
     codes, scales, biases = _decode(raw, kind)
     groups = cols // group
     return QuantizedWeight(codes.reshape(rows, cols).t().contiguous().to(torch.uint8),
@@ -85,7 +86,7 @@ def quantized_weight(data: np.ndarray, kind: str, rows: int, cols: int) -> Quant
 def float_tensor(data: np.ndarray, kind: str, shape: tuple[int, ...]) -> torch.Tensor:
     """Any tensor as float32 (quantized ones dequantized): embeddings, norms, the head."""
     if kind in FLOAT_TYPES:
-        t = torch.from_numpy(np.ascontiguousarray(data))
+        t = torch.from_numpy(np.array(data))
         if kind == "BF16":
             t = t.view(torch.int16).view(torch.bfloat16)
         return t.float().reshape(shape)
