@@ -22,7 +22,7 @@ from safetensors.torch import load_file
 from kubellm.runtime import LLM, SamplingParams
 from kubellm.runtime.loading.quantized.gguf_checkpoint import GGUFCheckpoint
 from tests.runtime.loading import quant_reference as ref
-from tests.runtime.loading.model_logits import load, prompt_logits, same_positions
+from benchmarks.common.model_logits import load, prompt_logits, same_positions
 
 CHECKPOINTS = Path(__file__).parent / "checkpoints"
 GGUF_TYPES = ["Q4_0", "Q4_1", "Q8_0", "Q4_K"]

@@ -84,6 +84,13 @@ class QuantizedLinearMethod:
             part = self._quantize(loaded[src:src + size], device)
         self._store(layer, part, dst, size)
 
+    def load_local(self, layer: nn.Module, weight) -> None:
+        """Quantize (or take) this rank's whole local weight [N_local, K_local] at once:
+        re-quantizing a layer already in memory, as the quality measurements do."""
+        part = self._fit(weight) if isinstance(weight, QuantizedWeight) else \
+            self._quantize(weight, layer.qweight.device)
+        self._store(layer, part, 0, layer.qweight.shape[1])
+
     def _fit(self, weight: QuantizedWeight) -> QuantizedWeight:
         if weight.bits > self.spec.bits:
             raise ValueError(f"{weight.bits}-bit codes do not fit a {self.spec.bits}-bit layer")

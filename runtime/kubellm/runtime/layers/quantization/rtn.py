@@ -2,8 +2,8 @@
 
 Asymmetric by default: each group of ``group_size`` input features keeps its minimum as a
 float bias and (max - min) / (2**bits - 1) as its scale, so the codes span the group's
-whole range (no zero point rounded to an integer). Symmetric: scale = absmax / 2**(bits-1)
-around code 2**(bits-1), bias = -2**(bits-1) * scale. The perplexity of both is measured in
+whole range (no zero point rounded to an integer). Symmetric (GPTQ's sym): scale =
+2 * absmax / (2**bits - 1) around code 2**(bits-1), bias = -2**(bits-1) * scale. The perplexity of both is measured in
 tests/runtime/quality (README): asymmetric loses less, so it is the default.
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ def quantize_rtn(weight: torch.Tensor, bits: int = 4, group_size: int = 128,
     top = 2 ** bits - 1
     if symmetric:
         half = 2 ** (bits - 1)
-        scales = w.abs().amax(1) / half
+        scales = 2 * w.abs().amax(1) / top
         biases = -half * scales
     else:
         low, high = w.amin(1), w.amax(1)
