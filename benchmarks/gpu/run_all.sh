@@ -23,6 +23,9 @@
 #     small-model: the same chat workload on Qwen2.5-0.5B (host-bound steps).
 #     The first two write the switches that won to $OUT/kernel_switches_*.txt; varlen
 #     and w then run with them (KUBELLM_KERNEL_SWITCHES), unless it is set already.
+#   STAGES="w4a16" bash benchmarks/gpu/run_all.sh  # 4-bit vs bf16 (benchmarks/gpu/w4a16.py):
+#     W4A16 kernel tests, decode tok/s at batch 1..256, workload W, weight GiB, KV blocks,
+#     the GEMM's batch-1 read bandwidth against the copy bandwidth -> $OUT/w4a16.json
 # Results land in $OUT (JSON, PNG, logs).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -71,6 +74,10 @@ for stage in $STAGES; do
                | tee "$OUT/varlen.log" | grep -v Warning | tail -8 ;;
     coldstart) python3 -m benchmarks.gpu.cold_start --out "$OUT" --workdir /tmp/coldstart-model \
                2>&1 | tee "$OUT/cold_start.log" | grep -v Warning | tail -20 ;;
+    w4a16)   python3 -m pytest -m gpu tests/kernels/test_w4a16_gemm.py -q -p no:cacheprovider \
+               2>&1 | tee "$OUT/w4a16_tests.log" | tail -5
+             python3 -m benchmarks.gpu.w4a16 --out "$OUT" 2>&1 | tee "$OUT/w4a16.log" \
+               | grep -v Warning | tail -30 ;;
     # issue 14's loads (HTTP vs the engine in process, ratios and targets printed), the
     # server with 4 API server processes; stack-sample profiles of every process in
     # $OUT/serve_profiles (engine_core, api_server_N, in_process .profile.txt)

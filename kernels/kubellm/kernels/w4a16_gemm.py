@@ -98,22 +98,34 @@ def _w4a16_kernel(
 
 
 def _configs(decode: bool):
-    if decode:   # weight-read bound: wide N tiles, K split to occupy every SM
-        shapes = [(16, n, k, s, w, st) for n in (64, 128, 256) for k in (64, 128, 256)
-                  for s in (1, 2, 4, 8, 16) for w, st in ((4, 3), (4, 4), (8, 3))
-                  if not (n == 256 and k == 256)]
-    else:
-        shapes = [(m, n, k, 1, w, st) for m, n, k, w, st in (
-            (64, 128, 64, 4, 3), (128, 128, 64, 8, 3), (128, 256, 64, 8, 3),
-            (64, 256, 64, 4, 4), (128, 128, 128, 8, 3), (128, 64, 64, 4, 4))]
-    return [triton.Config({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "SPLIT_K": s},
-                          num_warps=w, num_stages=st) for m, n, k, s, w, st in shapes]
+    if decode:   # weight-read bound: wide N tiles, K split to occupy every SM; BLOCK_M is
+        # the launcher's (every row of the batch in one tile: the weights are read once)
+        return [triton.Config({"BLOCK_N": n, "BLOCK_K": k, "SPLIT_K": s},
+                              num_warps=w, num_stages=st)
+                for n, k, s, w, st in ((64, 128, 1, 4, 3), (128, 128, 1, 4, 3),
+                                       (64, 128, 2, 4, 3), (128, 128, 2, 4, 3),
+                                       (64, 128, 4, 4, 3), (128, 64, 4, 4, 4),
+                                       (64, 256, 4, 4, 3), (128, 128, 8, 4, 3),
+                                       (64, 128, 8, 4, 4), (256, 64, 4, 8, 3),
+                                       (128, 256, 2, 8, 3), (64, 64, 16, 4, 4))]
+    return [triton.Config({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "SPLIT_K": 1},
+                          num_warps=w, num_stages=st)
+            for m, n, k, w, st in ((64, 128, 64, 4, 3), (128, 128, 64, 8, 3),
+                                   (128, 256, 64, 8, 3), (64, 256, 64, 4, 4),
+                                   (128, 128, 128, 8, 3), (128, 64, 64, 4, 4))]
 
 
 _KEY = ["M_BUCKET", "N", "K", "BITS", "GROUP_SIZE", "HAS_G_IDX"]
 _decode_tuned = triton.autotune(configs=_configs(True), key=_KEY,
                                 reset_to_zero=["out_ptr"])(_w4a16_kernel)
 _prefill_tuned = triton.autotune(configs=_configs(False), key=_KEY)(_w4a16_kernel)
+
+
+def _m_bucket(m: int) -> int:
+    """What the autotuner keys on: decode rows per tile (16, 32, 64), then prefill sizes
+    up to 1024 (larger ones tile alike), so CUDA-graph capture of many batch sizes tunes
+    a handful of times."""
+    return min(1024, max(16, triton.next_power_of_2(m)))
 
 
 def _check(x, qweight, scales, biases, group_size, bits, g_idx):
@@ -159,12 +171,14 @@ def w4a16_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
                   DOT_PRECISION="ieee" if x.dtype == torch.float32 else "tf32")
     if interpreted:   # small fixed tiles keep CPU tests fast; 2 K splits test the sum
         kwargs.update(BLOCK_M=16, BLOCK_N=32, BLOCK_K=32, SPLIT_K=2 if decode else 1)
+    elif decode:
+        kwargs["BLOCK_M"] = _m_bucket(m)
 
     def grid(meta):
         return (triton.cdiv(n, meta["BLOCK_N"]), triton.cdiv(m, meta["BLOCK_M"]),
                 meta["SPLIT_K"])
     kernel[grid](x, qweight, scales, biases, g_idx if g_idx is not None else qweight, out,
-                 m, n, k, triton.next_power_of_2(m),
+                 m, n, k, _m_bucket(m),
                  x.stride(0), qweight.stride(0), scales.stride(0), out.stride(0), **kwargs)
     return out.to(x.dtype) if decode else out
 
