@@ -7,6 +7,7 @@
 - ``rms_norm``: ``rms_norm`` and ``fused_add_rms_norm``
 - ``rotary``: ``apply_rotary`` and ``build_cos_sin_cache`` (default and llama3 scaling)
 - ``activation``: ``silu_and_mul``
+- ``w4a16_gemm``: x @ W with W in 4-bit (or 8-bit) codes of ``quant_layout``'s layout
 
 Nothing is imported here, so ``import kubellm.kernels`` stays cheap; import the module
 of the op you need. CPU tensors run the kernels in triton's interpreter, which needs

@@ -29,3 +29,13 @@ def load_tokenizer_from(path: str):
     if gguf is None:
         return AutoTokenizer.from_pretrained(path)
     return AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+
+
+def transformers_source(model_dir: str) -> tuple[str, dict]:
+    """(path, extra from_pretrained arguments) for transformers to load the same weights:
+    a GGUF's weights are only in the GGUF file."""
+    import glob
+    gguf = find_gguf(model_dir)
+    if gguf is None or glob.glob(os.path.join(model_dir, "*.safetensors")):
+        return model_dir, {}
+    return str(gguf.parent), {"gguf_file": gguf.name}
