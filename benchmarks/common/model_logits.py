@@ -62,7 +62,7 @@ def dequantize_layers(model: torch.nn.Module) -> torch.nn.Module:
 
 
 def quantize_layers(model: torch.nn.Module, group_size: int = 128,
-                    symmetric: bool = False, clip_search: bool = False) -> torch.nn.Module:
+                    symmetric: bool = False) -> torch.nn.Module:
     """Online 4-bit (round to nearest, per group) of every float linear, in place."""
     from kubellm.runtime.layers.quantization.linear_method import QuantizedLinearMethod
     from kubellm.runtime.layers.quantization.spec import LinearQuantSpec, is_parallel_linear
@@ -70,8 +70,7 @@ def quantize_layers(model: torch.nn.Module, group_size: int = 128,
         if not is_parallel_linear(layer) or layer.quant_method is not None:
             continue
         weight = layer.weight.data.clone()
-        method = QuantizedLinearMethod(LinearQuantSpec(4, group_size, False, symmetric,
-                                                       clip_search))
+        method = QuantizedLinearMethod(LinearQuantSpec(4, group_size, False, symmetric))
         method.create_weights(layer, name)
         method.load_local(layer, weight)
     return model

@@ -99,7 +99,7 @@ class QuantizedLinearMethod:
     def _quantize(self, tensor, device) -> QuantizedWeight:
         w = tensor[:] if not isinstance(tensor, torch.Tensor) else tensor
         return quantize_rtn(w.to(device), self.spec.bits, self.spec.group_size,
-                            self.spec.symmetric, self.spec.clip_search)
+                            self.spec.symmetric)
 
     def _store(self, layer, part: QuantizedWeight, dst: int, size: int) -> None:
         cols = slice(dst, dst + size)

@@ -16,7 +16,6 @@ class LinearQuantSpec:
     group_size: int = 128
     has_g_idx: bool = False
     symmetric: bool = False     # online quantization only: how float weights are rounded
-    clip_search: bool = False   # online only: per-group range clipping by least error
 
     def merged_with(self, other: "LinearQuantSpec") -> "LinearQuantSpec":
         """One spec for a fused layer whose parts differ (GGUF Q4_K q/k next to a Q6_K v):
@@ -25,7 +24,7 @@ class LinearQuantSpec:
             raise ValueError("parts of one fused layer mix act-order (g_idx) and plain groups")
         return LinearQuantSpec(max(self.bits, other.bits),
                                math.gcd(self.group_size, other.group_size), self.has_g_idx,
-                               self.symmetric, self.clip_search)
+                               self.symmetric)
 
 
 def is_parallel_linear(module: torch.nn.Module) -> bool:
@@ -47,8 +46,7 @@ def apply_quantization(model: torch.nn.Module, specs: dict[str, LinearQuantSpec]
 
 
 def online_specs(model: torch.nn.Module, bits: int, group_size: int,
-                 symmetric: bool = False, clip_search: bool = False
-                 ) -> dict[str, LinearQuantSpec]:
+                 symmetric: bool = False) -> dict[str, LinearQuantSpec]:
     """Every parallel linear (embeddings and the LM head are not linears here)."""
-    spec = LinearQuantSpec(bits, group_size, False, symmetric, clip_search)
+    spec = LinearQuantSpec(bits, group_size, False, symmetric)
     return {name: spec for name, m in model.named_modules() if is_parallel_linear(m)}
