@@ -14,7 +14,6 @@ AWQ_REVERSE_ORDER = [0, 4, 1, 5, 2, 6, 3, 7]  # column c sits in nibble slot AWQ
 
 def _unpack_int32(packed: torch.Tensor, bits: int, dim: int) -> torch.Tensor:
     """Split each int32 into 32//bits fields, LSB first, along `dim` (field k -> index i*n+k)."""
-    n = 32 // bits
     shifts = torch.arange(0, 32, bits, dtype=torch.int32, device=packed.device)
     p = packed.to(torch.int32).unsqueeze(-1)                    # [..., 1]
     if dim == 0:

@@ -12,8 +12,6 @@ read them; llama.cpp's own search picks slightly better scales).
 from __future__ import annotations
 
 import json
-import sys
-import time
 from pathlib import Path
 
 import numpy as np

@@ -1,5 +1,5 @@
-"""Which linear layers are quantized, and how: a ``LinearQuantSpec`` per layer (by its name
-in our model), applied to the model built on ``meta`` before its parameters exist."""
+"""How a linear layer is quantized: a ``LinearQuantSpec`` per layer (by its name in our
+model); ``apply`` gives the layers of a model built on ``meta`` their packed parameters."""
 from __future__ import annotations
 
 import math
@@ -29,24 +29,3 @@ class LinearQuantSpec:
 
 def is_parallel_linear(module: torch.nn.Module) -> bool:
     return isinstance(module, (ColumnParallelLinear, RowParallelLinear))
-
-
-def apply_quantization(model: torch.nn.Module, specs: dict[str, LinearQuantSpec]) -> int:
-    """Give each named linear its quantized parameters (on the model's device, normally
-    ``meta``); returns how many layers were converted. Unknown names are an error."""
-    from kubellm.runtime.layers.quantization.linear_method import QuantizedLinearMethod
-    modules = dict(model.named_modules())
-    for name, spec in specs.items():
-        layer = modules.get(name)
-        if layer is None or not is_parallel_linear(layer):
-            raise ValueError(f"quantization names {name!r}, which is not a linear layer of "
-                             f"{type(model).__name__}")
-        QuantizedLinearMethod(spec).create_weights(layer, name)
-    return len(specs)
-
-
-def online_specs(model: torch.nn.Module, bits: int, group_size: int,
-                 symmetric: bool = False) -> dict[str, LinearQuantSpec]:
-    """Every parallel linear (embeddings and the LM head are not linears here)."""
-    spec = LinearQuantSpec(bits, group_size, False, symmetric)
-    return {name: spec for name, m in model.named_modules() if is_parallel_linear(m)}

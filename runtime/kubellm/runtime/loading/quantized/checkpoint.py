@@ -12,8 +12,8 @@ import torch
 
 from kubellm.runtime.config_sources import ConfigError
 from kubellm.runtime.layers.quantization.linear_method import QuantizationLayoutError
-from kubellm.runtime.layers.quantization.spec import (LinearQuantSpec, apply_quantization,
-                                                      online_specs)
+from kubellm.runtime.layers.quantization.apply import apply_quantization, online_specs
+from kubellm.runtime.layers.quantization.spec import LinearQuantSpec
 from kubellm.runtime.loading.quantized import safetensors_formats as st_formats
 from kubellm.runtime.loading.quantized.gguf_checkpoint import GGUFCheckpoint, find_gguf
 
