@@ -1,6 +1,9 @@
-"""A 4-bit model over tensor-parallel ranks (CPU, gloo): each rank quantizes its own slice
-of every linear, and the tokens equal the single process's."""
+"""A 4-bit model over tensor- and pipeline-parallel ranks (CPU, gloo): each rank quantizes
+its own slice of every linear of its own stage, and the tokens equal the single
+process's."""
 from __future__ import annotations
+
+import pytest
 
 from tests.runtime.distributed.conftest import run_llm_job
 
@@ -10,10 +13,16 @@ ENGINE = {"dtype": "float32", "device": "cpu", "num_kv_blocks": 16, "max_model_l
           "quantization": "4bit", "quantization_group_size": 32}
 
 
-def test_4bit_tensor_parallel_tokens_equal_one_process(tiny_model_factory, tmp_path):
+@pytest.fixture(scope="module")
+def one_process(tiny_model_factory, tmp_path_factory):
     model = tiny_model_factory("llama-4layers")
-    one = run_llm_job(tmp_path, model, ENGINE, PROMPTS, PARAMS, name="tp1")
-    two = run_llm_job(tmp_path, model, {**ENGINE, "tensor_parallel_size": 2}, PROMPTS,
-                      PARAMS, name="tp2")
-    assert two["token_ids"] == one["token_ids"]
-    assert len(two["ranks"]) == 2
+    return model, run_llm_job(tmp_path_factory.mktemp("tp1"), model, ENGINE, PROMPTS, PARAMS)
+
+
+@pytest.mark.parametrize("tp, pp", [(2, 1), (1, 2)], ids=["tp2", "pp2"])
+def test_4bit_parallel_tokens_equal_one_process(one_process, tmp_path, tp, pp):
+    model, one = one_process
+    result = run_llm_job(tmp_path, model, {**ENGINE, "tensor_parallel_size": tp,
+                                           "pipeline_parallel_size": pp}, PROMPTS, PARAMS)
+    assert result["token_ids"] == one["token_ids"]
+    assert len(result["ranks"]) == tp * pp
