@@ -106,12 +106,18 @@ def kernel_part(args) -> dict:
             read_tb_s = quant_bytes / (ms * 1e-3) / 1e12
             rows.append({"k": k, "n": n, "m": m, "w4a16_us": round(ms * 1e3, 2),
                          "bf16_linear_us": round(ms_dense * 1e3, 2),
-                         "speedup_vs_bf16": round(ms_dense / ms, 3),
-                         "weight_read_tb_s": round(read_tb_s, 4),
+                         "speedup_vs_bf16": significant(ms_dense / ms, 3),
+                         "weight_read_tb_s": significant(read_tb_s),
                          # the copy ceiling counts read + write bytes; the GEMM only reads
-                         "of_copy_bandwidth": round(read_tb_s / copy_tb_s, 4)})
+                         "of_copy_bandwidth": significant(read_tb_s / copy_tb_s)})
             print("gemm", rows[-1], flush=True)
     return {"copy_tb_s": copy_tb_s, "group_size": group, "gemm": rows}
+
+
+def significant(x: float, digits: int = 4) -> float:
+    """Rounded to significant digits, not decimals: the CPU smoke run's bandwidths are
+    microscopic (interpreted Triton) and must not print as 0."""
+    return float(f"{x:.{digits}g}")
 
 
 def run_part(part: str, out: Path, smoke: bool, engine: str = "") -> dict:
@@ -127,9 +133,9 @@ def summary(bf16: dict, q4: dict, kernel: dict) -> dict:
     rate = lambda e: {r["batch"]: r["decode_tok_s"] for r in e["decode"]}  # noqa: E731
     ours, base = rate(q4), rate(bf16)
     batch1 = [r for r in kernel["gemm"] if r["m"] == 1]
-    return {"decode_speedup_vs_bf16": {b: round(ours[b] / base[b], 3) for b in base},
-            "workload_w_ratio_vs_bf16": round(q4["workload_w"]["output_tok_s"] /
-                                              bf16["workload_w"]["output_tok_s"], 3),
+    return {"decode_speedup_vs_bf16": {b: significant(ours[b] / base[b], 3) for b in base},
+            "workload_w_ratio_vs_bf16": significant(q4["workload_w"]["output_tok_s"] /
+                                                    bf16["workload_w"]["output_tok_s"], 3),
             "weight_gib": {"bf16": bf16["weight_gib"], "4bit": q4["weight_gib"]},
             "kv_blocks": {"bf16": bf16["num_kv_blocks"], "4bit": q4["num_kv_blocks"]},
             "gemm_batch1_of_copy_bandwidth": {f"{r['k']}x{r['n']}": r["of_copy_bandwidth"]

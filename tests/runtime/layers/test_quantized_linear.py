@@ -3,6 +3,8 @@ playing every rank), groups that a TP split would cut, and the forward against t
 layer holding the dequantized weight."""
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 
@@ -19,10 +21,12 @@ HIDDEN, HEAD_DIM, HEADS, KV_HEADS = 64, 8, 4, 2
 
 @pytest.fixture
 def as_rank():
-    def enter(tp_size: int, tp_rank: int) -> None:
-        ps.set_state(ps.ParallelState(tp_size=tp_size, tp_rank=tp_rank))
-    yield enter
-    ps.set_state(ps.ParallelState())
+    with contextlib.ExitStack() as stack:
+        def enter(tp_size: int, tp_rank: int) -> None:
+            stack.enter_context(ps.building(ps.ParallelState(tp_size=tp_size,
+                                                             tp_rank=tp_rank)))
+        yield enter
+    assert ps.state() is ps.SINGLE_PROCESS
 
 
 def quantized(layer, group_size=16, bits=4, name="layer"):

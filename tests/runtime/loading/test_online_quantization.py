@@ -87,8 +87,7 @@ def test_a_tp_size_that_splits_groups_names_the_field(tiny_model_dir):
     from kubellm.runtime.models.registry import resolve_architecture
     config = load_hf_config(tiny_model_dir)
     cls, args = resolve_architecture(config)
-    ps.set_state(ps.ParallelState(tp_size=4, tp_rank=0))
-    try:
+    with ps.building(ps.ParallelState(tp_size=4, tp_rank=0)):
         with torch.device("meta"):
             model = cls(args)
         source = CheckpointSource.open(tiny_model_dir, config, "4bit", 64)
@@ -97,5 +96,3 @@ def test_a_tp_size_that_splits_groups_names_the_field(tiny_model_dir):
                                               r"64 input features, which splits the "
                                               r"quantization groups of 64"):
             source.prepare(model)
-    finally:
-        ps.set_state(ps.ParallelState())
