@@ -36,6 +36,30 @@ def test_online_4bit_holds_a_quarter_of_the_float_linears(tiny_model_dir):
     assert quantized_bytes * 32 == float_bytes * 6
 
 
+def test_online_4bit_load_holds_one_float_weight_at_a_time(tiny_model_dir, monkeypatch):
+    """Peak memory during an online 4-bit load: each float weight (this rank's slice, read
+    lazily from the safetensors file) is quantized and freed before the next one is read,
+    so the float model is never held whole, on the host or the device."""
+    import weakref
+
+    from kubellm.runtime.layers.quantization import linear_method
+    alive: list[weakref.ref] = []
+    calls = []
+    real = linear_method.quantize_rtn
+
+    def watched(weight, *args, **kwargs):
+        still = [r() for r in alive if r() is not None]
+        assert not still, f"{len(still)} float weights still alive when the next is quantized"
+        alive.append(weakref.ref(weight))
+        calls.append(weight.numel())
+        return real(weight, *args, **kwargs)
+
+    monkeypatch.setattr(linear_method, "quantize_rtn", watched)
+    load(tiny_model_dir, quantization="4bit", quantization_group_size=32)
+    assert len(calls) == 2 * 7     # q, k, v, o, gate, up, down of 2 layers: one at a time
+    assert all(r() is None for r in alive)
+
+
 def test_engine_generates_with_online_4bit(tiny_model_dir):
     llm = LLM(tiny_model_dir, quantization="4bit", quantization_group_size=32,
               num_kv_blocks=32, skip_tokenizer_init=True)

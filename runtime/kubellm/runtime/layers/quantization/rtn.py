@@ -3,8 +3,9 @@
 Asymmetric by default: each group of ``group_size`` input features keeps its minimum as a
 float bias and (max - min) / (2**bits - 1) as its scale, so the codes span the group's
 whole range (no zero point rounded to an integer). Symmetric (GPTQ's sym): scale =
-2 * absmax / (2**bits - 1) around code 2**(bits-1), bias = -2**(bits-1) * scale. The perplexity of both is measured in
-tests/runtime/quality (README): asymmetric loses less, so it is the default.
+2 * absmax / (2**bits - 1) around code 2**(bits-1), bias = -2**(bits-1) * scale. The perplexity of both is measured
+by benchmarks/cpu/quantization_quality.py (README): asymmetric loses less, so it is the
+default.
 """
 from __future__ import annotations
 
