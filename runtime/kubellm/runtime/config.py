@@ -35,6 +35,9 @@ class EngineConfig:
               "format", QUANTIZATION_METHODS)
     quantization_group_size: int = _knob(128, "input features sharing one scale and bias "
                                               "with quantization=4bit")
+    quantize_lm_head: bool = _knob(False, "with quantization=4bit, quantize the (untied) LM "
+                                          "head too; embeddings and norms always stay in "
+                                          "the model dtype")
     skip_tokenizer_init: bool = _knob(False, "no tokenizer: prompts are token ids and "
                                              "outputs carry no text")
     dtype: str = _knob("auto", "weights and activations dtype; auto = bfloat16 on CUDA, "
@@ -85,6 +88,10 @@ class EngineConfig:
                     EXECUTOR_BACKENDS)
         if self.quantization is not None:
             _choice("quantization", self.quantization, QUANTIZATION_METHODS)
+        if self.quantize_lm_head and self.quantization != "4bit":
+            raise ConfigError("quantize_lm_head", "applies to quantization=4bit only (a "
+                              "pre-quantized checkpoint's head is as it was stored), got "
+                              f"quantization={self.quantization}")
         for name in ("tensor_parallel_size", "pipeline_parallel_size", "block_size",
                      "timeslice_steps", "quantization_group_size"):
             _positive_int(name, getattr(self, name))

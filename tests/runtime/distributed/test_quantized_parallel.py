@@ -1,6 +1,6 @@
 """A 4-bit model over tensor- and pipeline-parallel ranks (CPU, gloo): each rank quantizes
-its own slice of every linear of its own stage, and the tokens equal the single
-process's."""
+its own slice of every linear of its own stage (the LM head too: quantize_lm_head), and
+the tokens equal the single process's."""
 from __future__ import annotations
 
 import pytest
@@ -10,7 +10,7 @@ from tests.runtime.distributed.conftest import run_llm_job
 PROMPTS = [[1000 + i, 2000 + 3 * i, 7, 9 + i] for i in range(3)]
 PARAMS = [{"temperature": 0.0, "max_tokens": 8, "ignore_eos": True}] * 3
 ENGINE = {"dtype": "float32", "device": "cpu", "num_kv_blocks": 16, "max_model_len": 64,
-          "quantization": "4bit", "quantization_group_size": 32}
+          "quantization": "4bit", "quantization_group_size": 32, "quantize_lm_head": True}
 
 
 @pytest.fixture(scope="module")

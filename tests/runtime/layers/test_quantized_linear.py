@@ -95,6 +95,25 @@ def test_each_rank_holds_its_slice_of_the_quantized_weight(as_rank, tp):
             assert torch.equal(w[q_rows + HEAD_DIM:], deq(v)[head(r)])
 
 
+@pytest.mark.parametrize("tp", [1, 2, 4])
+def test_a_quantized_lm_head_holds_its_vocabulary_slice(as_rank, tp):
+    """quantize_lm_head: the head splits the vocabulary like the float one (11 rows: the
+    last rank's slice is short, its padding rows' logits are cut off later)."""
+    from kubellm.runtime.layers.embedding import ParallelLMHead
+    torch.manual_seed(0)
+    vocab, full = 11, torch.randn(11, HIDDEN)
+    expected = quantize_rtn(full, 4, 16).dequantize()
+    x = torch.randn(3, HIDDEN)
+    for rank in range(tp):
+        as_rank(tp, rank)
+        head = quantized(ParallelLMHead(vocab, HIDDEN), name="lm_head")
+        head.quant_method.load(head, full)
+        rows = head.vocab_end - head.vocab_start
+        assert torch.equal(local_weight(head)[:rows], expected[head.vocab_start:head.vocab_end])
+        torch.testing.assert_close(head.project(x)[:, :rows],
+                                   x @ expected[head.vocab_start:head.vocab_end].t())
+
+
 def test_forward_equals_the_float_layer_with_the_dequantized_weight():
     layer = quantized(ColumnParallelLinear(HIDDEN, 24, bias=True))
     layer.bias.data = torch.randn(24)

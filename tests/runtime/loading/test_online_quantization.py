@@ -68,6 +68,30 @@ def test_engine_generates_with_online_4bit(tiny_model_dir):
 
 
 # ---- bad settings ------------------------------------------------------------------------
+def test_quantize_lm_head_quantizes_the_untied_head_only(tiny_model_dir):
+    model = load(tiny_model_dir, quantization="4bit", quantization_group_size=32,
+                 quantize_lm_head=True)
+    head = model.lm_head
+    assert head.weight is None and head.qweight.shape == (64 // 8, 49152)
+    assert model.embed_tokens.weight.dtype == torch.float32   # the embedding stays float
+    logits = prompt_logits(model, PROMPT)
+    torch.testing.assert_close(logits, prompt_logits(dequantize_layers(model), PROMPT),
+                               atol=1e-5, rtol=1e-5)
+    # without the flag the head stays float, and its logits differ from the 4-bit head's
+    plain = load(tiny_model_dir, quantization="4bit", quantization_group_size=32)
+    assert plain.lm_head.weight.dtype == torch.float32 and plain.lm_head.quant_method is None
+    assert not torch.allclose(logits, prompt_logits(plain, PROMPT))
+
+
+def test_quantize_lm_head_settings_that_cannot_work_name_the_field(tiny_model_factory):
+    with pytest.raises(ConfigError, match=r"'quantize_lm_head': applies to "
+                                          r"quantization=4bit only"):
+        EngineConfig(quantize_lm_head=True)
+    tied = tiny_model_factory("qwen2")
+    with pytest.raises(ConfigError, match=r"'quantize_lm_head': .*tie_word_embeddings"):
+        load(tied, quantization="4bit", quantization_group_size=32, quantize_lm_head=True)
+
+
 def test_unknown_method_names_the_field_and_the_choices():
     with pytest.raises(ConfigError, match=r"'quantization': must be one of 4bit, gptq, awq, "
                                           r"compressed-tensors, gguf; got 'int3'"):

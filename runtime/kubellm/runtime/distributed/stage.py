@@ -73,7 +73,8 @@ def build_stage_runner(config: EngineConfig, layout: RankLayout, plan: StagePlan
         model = load_model(model_dir, hf_config, dtype, device, layer_range=layer_range,
                            load_format=config.load_format,
                            quantization=config.quantization,
-                           quantization_group_size=config.quantization_group_size)
+                           quantization_group_size=config.quantization_group_size,
+                           quantize_lm_head=config.quantize_lm_head)
     return ModelRunner(model, sampler, device, dtype, config.block_size,
                        attention_backend(config, device),
                        KernelSwitches.parse(config.kernel_switches))

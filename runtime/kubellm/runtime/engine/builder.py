@@ -32,7 +32,8 @@ def build_engine(engine_cls, config: EngineConfig):
     torch.manual_seed(config.seed)
     model = load_model(model_dir, hf_config, dtype, device, load_format=config.load_format,
                        quantization=config.quantization,
-                       quantization_group_size=config.quantization_group_size)
+                       quantization_group_size=config.quantization_group_size,
+                       quantize_lm_head=config.quantize_lm_head)
     eos = eos_token_ids(model_dir, tokenizer, hf_config)
     backend = attention_backend(config, device)
     runner = ModelRunner(model, Sampler(eos), device, dtype, config.block_size, backend,

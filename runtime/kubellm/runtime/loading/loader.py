@@ -18,7 +18,8 @@ from kubellm.runtime.models.registry import resolve_architecture
 def load_model(model_dir: str, hf_config, dtype: torch.dtype, device: torch.device,
                layer_range: tuple[int, int] | None = None,
                load_format: str = "auto", quantization: str | None = None,
-               quantization_group_size: int = 128) -> torch.nn.Module:
+               quantization_group_size: int = 128,
+               quantize_lm_head: bool = False) -> torch.nn.Module:
     cls, args = resolve_architecture(hf_config)
     previous = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
@@ -28,7 +29,8 @@ def load_model(model_dir: str, hf_config, dtype: torch.dtype, device: torch.devi
     finally:
         torch.set_default_dtype(previous)
     # quantized linears get their packed parameters while still on meta (loading/quantized)
-    source = CheckpointSource.open(model_dir, hf_config, quantization, quantization_group_size)
+    source = CheckpointSource.open(model_dir, hf_config, quantization, quantization_group_size,
+                                   lm_head=quantize_lm_head)
     source.prepare(model)
     model.to_empty(device=device)
     if load_format == "dummy":

@@ -66,12 +66,18 @@ class CheckpointSource:
     hf_config: object
     method: str | None                # None | 4bit | gptq | awq | compressed-tensors | gguf
     group_size: int = 128
+    lm_head: bool = False             # 4bit: the untied LM head too
 
     @classmethod
     def open(cls, model_dir: str, hf_config, quantization: str | None,
-             group_size: int = 128) -> "CheckpointSource":
+             group_size: int = 128, lm_head: bool = False) -> "CheckpointSource":
         method = resolve_method(quantization, detect_format(model_dir, hf_config))
-        return cls(model_dir, hf_config, method, group_size)
+        if lm_head and getattr(hf_config, "tie_word_embeddings", False):
+            raise ConfigError("quantize_lm_head", "this model's LM head is its input "
+                                                  "embedding (tie_word_embeddings), which "
+                                                  "stays in the model dtype; leave "
+                                                  "quantize_lm_head off")
+        return cls(model_dir, hf_config, method, group_size, lm_head)
 
     # ---- specs -------------------------------------------------------------------------
     def prepare(self, model: torch.nn.Module) -> int:
@@ -79,7 +85,8 @@ class CheckpointSource:
         if self.method is None:
             return 0
         if self.method == ONLINE:
-            specs, field = online_specs(model, 4, self.group_size), "quantization_group_size"
+            specs, field = online_specs(model, 4, self.group_size,
+                                         lm_head=self.lm_head), "quantization_group_size"
         else:
             specs, field = self._module_specs(model), "quantization"
         try:
