@@ -25,7 +25,8 @@
 #     and w then run with them (KUBELLM_KERNEL_SWITCHES), unless it is set already.
 #   STAGES="w4a16" bash benchmarks/gpu/run_all.sh  # 4-bit vs bf16 (benchmarks/gpu/w4a16.py):
 #     W4A16 kernel tests, decode tok/s at batch 1..256, workload W, weight GiB, KV blocks,
-#     the GEMM's batch-1 read bandwidth against the copy bandwidth -> $OUT/w4a16.json
+#     the GEMM's batch-1 read bandwidth against the copy bandwidth -> $OUT/w4a16.json (summary
+#     and all figures; the parts in w4a16_{kernel,engine_bf16,engine_4bit}.json); ~5 min
 # Results land in $OUT (JSON, PNG, logs).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
