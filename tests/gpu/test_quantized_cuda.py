@@ -36,11 +36,12 @@ def _dequantized_state(ours) -> dict[str, torch.Tensor]:
     args = ours.args
     q, kv = args.num_heads * args.head_dim, args.num_kv_heads * args.head_dim
     state = {}
+
+    def weight(m):
+        spec = m.quant_method.spec
+        return dequantize(m.qweight, m.scales, m.biases, spec.group_size, spec.bits,
+                          m.g_idx).t()
     for i, layer in ours.layers.items():
-        def weight(m):
-            spec = m.quant_method.spec
-            return dequantize(m.qweight, m.scales, m.biases, spec.group_size, spec.bits,
-                              m.g_idx).t()
         attn, mlp = layer.self_attn, layer.mlp
         wq, wk, wv = weight(attn.qkv_proj).split([q, kv, kv])
         gate, up = weight(mlp.gate_up_proj).chunk(2)
@@ -49,15 +50,21 @@ def _dequantized_state(ours) -> dict[str, torch.Tensor]:
                         ("mlp.gate_proj", gate), ("mlp.up_proj", up),
                         ("mlp.down_proj", weight(mlp.down_proj))):
             state[f"model.layers.{i}.{name}.weight"] = w.to(torch.bfloat16)
+    if ours.lm_head is not None and ours.lm_head.quant_method is not None:   # quantize_lm_head
+        state["lm_head.weight"] = weight(ours.lm_head)[:args.vocab_size].to(torch.bfloat16)
     return state
 
 
-@pytest.mark.parametrize("enforce_eager", [False, True], ids=["graphs", "eager"])
-def test_4bit_top5_agreement_with_transformers_on_the_same_weights(enforce_eager, tmp_path):
+@pytest.mark.parametrize("enforce_eager, quantize_lm_head",
+                         [(False, False), (True, False), (False, True)],
+                         ids=["graphs", "eager", "graphs-4bit-head"])
+def test_4bit_top5_agreement_with_transformers_on_the_same_weights(enforce_eager,
+                                                                   quantize_lm_head, tmp_path):
     from kubellm.runtime import LLM, SamplingParams
     path, hf = _checkpoint(tmp_path)
     llm = LLM(path, skip_tokenizer_init=True, max_model_len=2048, max_num_seqs=16,
-              enforce_eager=enforce_eager, gpu_memory_utilization=0.5, quantization="4bit")
+              enforce_eager=enforce_eager, gpu_memory_utilization=0.5, quantization="4bit",
+              quantize_lm_head=quantize_lm_head)
     hf.load_state_dict(_dequantized_state(llm.engine.executor.model), strict=False)
     rng = random.Random(0)
     prompts = [[rng.randrange(1000, 100000) for _ in range(rng.randint(5, 300))]
