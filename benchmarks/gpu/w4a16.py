@@ -82,6 +82,7 @@ def kernel_part(args) -> dict:
     """The GEMM alone: weights read per second at small batch, against the copy rate."""
     import torch
 
+    from benchmarks.common.ceilings import median_ms
     from benchmarks.gpu import workload_w as W
     from kubellm.kernels.quant_layout import pack_codes
     from kubellm.kernels.w4a16_gemm import w4a16_gemm
@@ -101,8 +102,8 @@ def kernel_part(args) -> dict:
         quant_bytes = sum(t.numel() * t.element_size() for t in (qweight, scales, biases))
         for m in ((1, 4) if args.smoke else (1, 8, 16, 32, 64)):
             x = torch.randn(m, k, generator=gen).to(device, dtype)
-            ms = W.median_ms(lambda: w4a16_gemm(x, qweight, scales, biases, group, 4), 5)
-            ms_dense = W.median_ms(lambda: torch.nn.functional.linear(x, dense), 5)
+            ms = median_ms(lambda: w4a16_gemm(x, qweight, scales, biases, group, 4), device, 5)
+            ms_dense = median_ms(lambda: torch.nn.functional.linear(x, dense), device, 5)
             read_tb_s = quant_bytes / (ms * 1e-3) / 1e12
             rows.append({"k": k, "n": n, "m": m, "w4a16_us": round(ms * 1e3, 2),
                          "bf16_linear_us": round(ms_dense * 1e3, 2),
