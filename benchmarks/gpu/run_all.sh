@@ -27,6 +27,10 @@
 #     MoE kernel tests at real shapes, then benchmarks/gpu/moe.py (block sizes tuned per
 #     batch bucket -> $OUT/fused_moe_configs.json, fused kernel vs per-expert loop, bf16
 #     agreement with transformers, workload W on the Qwen3-30B-A3B shape) with MOE_ARGS
+#   STAGES="w4a16" bash benchmarks/gpu/run_all.sh  # 4-bit vs bf16 (benchmarks/gpu/w4a16.py):
+#     W4A16 kernel tests, decode tok/s at batch 1..256, workload W, weight GiB, KV blocks,
+#     the GEMM's batch-1 read bandwidth against the copy bandwidth -> $OUT/w4a16.json (summary
+#     and all figures; the parts in w4a16_{kernel,engine_bf16,engine_4bit}.json); ~5 min
 # Results land in $OUT (JSON, PNG, logs).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -75,6 +79,10 @@ for stage in $STAGES; do
                | tee "$OUT/varlen.log" | grep -v Warning | tail -8 ;;
     coldstart) python3 -m benchmarks.gpu.cold_start --out "$OUT" --workdir /tmp/coldstart-model \
                2>&1 | tee "$OUT/cold_start.log" | grep -v Warning | tail -20 ;;
+    w4a16)   python3 -m pytest -m gpu tests/kernels/test_w4a16_gemm.py tests/gpu/test_quantized_cuda.py -q -p no:cacheprovider \
+               2>&1 | tee "$OUT/w4a16_tests.log" | tail -5
+             python3 -m benchmarks.gpu.w4a16 --out "$OUT" 2>&1 | tee "$OUT/w4a16.log" \
+               | grep -v Warning | tail -30 ;;
     # issue 14's loads (HTTP vs the engine in process, ratios and targets printed), the
     # server with 4 API server processes; stack-sample profiles of every process in
     # $OUT/serve_profiles (engine_core, api_server_N, in_process .profile.txt)

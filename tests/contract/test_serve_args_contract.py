@@ -16,7 +16,7 @@ from tests.paths import ROOT
 def test_the_runtime_cli_accepts_every_flag_the_operator_writes():
     """The pod's args parse with the real `kubellm serve` parser: an interface check."""
     spec = defaulted_spec({"model": {**HF, "name": "chat", "dtype": "bfloat16",
-                                     "maxModelLen": 4096},
+                                     "maxModelLen": 4096, "quantization": "gptq"},
                            "parallelism": {"tensor": 2, "pipeline": 2},
                            "engine": {"gpuMemoryUtilization": 0.8, "maxNumSeqs": 8,
                                       "maxNumBatchedTokens": 1024, "blockSize": 16,
@@ -28,6 +28,7 @@ def test_the_runtime_cli_accepts_every_flag_the_operator_writes():
     assert (args.tensor_parallel_size, args.pipeline_parallel_size) == (2, 2)
     assert args.enable_prefix_caching is False and args.enforce_eager is True
     assert (args.max_queue, args.shutdown_timeout, args.max_model_len) == (10, 30, 4096)
+    assert args.quantization == "gptq"
 
 
 @pytest.mark.parametrize("topology_name", sorted(TOPOLOGIES))

@@ -10,6 +10,7 @@
 - ``fused_moe``: the mixture-of-experts MLP as two grouped GEMMs over expert-sorted
   blocks (``moe_align``), block sizes from ``fused_moe_configs``
 - ``topk_softmax``: a softmax router's top-k experts and weights in one kernel
+- ``w4a16_gemm``: x @ W with W in 4-bit (or 8-bit) codes of ``quant_layout``'s layout
 
 Nothing is imported here, so ``import kubellm.kernels`` stays cheap; import the module
 of the op you need. CPU tensors run the kernels in triton's interpreter, which needs

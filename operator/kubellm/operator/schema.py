@@ -81,6 +81,14 @@ MODEL = _obj(
                                pattern=r"^[0-9]+(\.[0-9]+)?[KMBT]$", maxLength=16),
         "dtype": _f("string", "Weight and activation dtype.", default="auto",
                     enum=["auto", "float16", "bfloat16", "float32"]),
+        "quantization": _f("string", "Weight quantization (`kubellm serve --quantization`). "
+                                     "Unset: what the checkpoint is (its "
+                                     "quantization_config, or a GGUF file). 4bit: quantize "
+                                     "a float checkpoint's linear layers to group-wise int4 "
+                                     "at load. gptq, awq, compressed-tensors, gguf: insist "
+                                     "on that pre-quantized format. Quantized weights "
+                                     "also size the pods' memory requests.",
+                           enum=["4bit", "gptq", "awq", "compressed-tensors", "gguf"]),
         "maxModelLen": _f("integer", "Longest sequence (prompt + output) in tokens; "
                                      "defaults to the model's context length.", minimum=1),
     },

@@ -27,7 +27,8 @@ def resolve_model_dir(config: EngineConfig) -> str:
     if config.model is None:
         from kubellm.runtime.loading.default_model import default_model_path
         return default_model_path()
-    if os.path.isdir(config.model):
+    if os.path.isdir(config.model) or (os.path.isfile(config.model)
+                                       and config.model.endswith(".gguf")):
         return config.model
     # a Hugging Face id: the local hub cache first, then the hub (unless HF_HUB_OFFLINE);
     # pods point HF_HOME at a volume so that a restart does not download again
@@ -89,8 +90,8 @@ def wants_graphs(config: EngineConfig, device: torch.device, backend: str) -> bo
 def load_tokenizer(config: EngineConfig, model_dir: str):
     if config.skip_tokenizer_init:
         return None
-    from transformers import AutoTokenizer
-    return AutoTokenizer.from_pretrained(config.tokenizer or model_dir)
+    from kubellm.runtime.loading.model_files import load_tokenizer_from
+    return load_tokenizer_from(config.tokenizer or model_dir)
 
 
 def assemble_engine(engine_cls, config: EngineConfig, tokenizer, executor, runner,

@@ -13,6 +13,8 @@ POLICIES = ("fcfs", "priority", "timeslice")
 ATTENTION_BACKENDS = ("auto", "torch", "triton")
 LOAD_FORMATS = ("auto", "dummy")
 EXECUTOR_BACKENDS = ("uni", "mp")
+# vLLM's names; 4bit = group-wise int4 of a float checkpoint, quantized at load
+QUANTIZATION_METHODS = ("4bit", "gptq", "awq", "compressed-tensors", "gguf")
 
 
 def _knob(default, help, choices=None):
@@ -26,6 +28,16 @@ class EngineConfig:
     tokenizer: str | None = _knob(None, "tokenizer directory (default: the model's)")
     load_format: str = _knob("auto", "auto = the checkpoint's safetensors; dummy = random "
                                      "weights from config.json alone (benchmarks)", LOAD_FORMATS)
+    quantization: str | None = _knob(
+        None, "weight quantization; none = what the checkpoint is (its quantization_config, "
+              "or a GGUF file); 4bit = quantize a float checkpoint's linear layers at load "
+              "to group-wise int4; gptq | awq | compressed-tensors | gguf = insist on that "
+              "format", QUANTIZATION_METHODS)
+    quantization_group_size: int = _knob(128, "input features sharing one scale and bias "
+                                              "with quantization=4bit")
+    quantize_lm_head: bool = _knob(False, "with quantization=4bit, quantize the (untied) LM "
+                                          "head too; embeddings and norms always stay in "
+                                          "the model dtype")
     skip_tokenizer_init: bool = _knob(False, "no tokenizer: prompts are token ids and "
                                              "outputs carry no text")
     dtype: str = _knob("auto", "weights and activations dtype; auto = bfloat16 on CUDA, "
@@ -77,9 +89,18 @@ class EngineConfig:
         if self.distributed_executor_backend is not None:
             _choice("distributed_executor_backend", self.distributed_executor_backend,
                     EXECUTOR_BACKENDS)
+        if self.quantization is not None:
+            _choice("quantization", self.quantization, QUANTIZATION_METHODS)
+        if self.quantize_lm_head and self.quantization != "4bit":
+            raise ConfigError("quantize_lm_head", "applies to quantization=4bit only (a "
+                              "pre-quantized checkpoint's head is as it was stored), got "
+                              f"quantization={self.quantization}")
         for name in ("tensor_parallel_size", "pipeline_parallel_size", "block_size",
-                     "timeslice_steps"):
+                     "timeslice_steps", "quantization_group_size"):
             _positive_int(name, getattr(self, name))
+        if self.quantization_group_size % 8:
+            raise ConfigError("quantization_group_size", "must be a multiple of 8 (codes "
+                              f"are packed 8 to a word), got {self.quantization_group_size}")
         if self.block_size & (self.block_size - 1):
             raise ConfigError("block_size", f"must be a power of two, got {self.block_size}")
         for name in ("num_kv_blocks", "max_model_len", "max_num_batched_tokens",

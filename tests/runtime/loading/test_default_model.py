@@ -1,10 +1,10 @@
-"""The embedded default model: GGUF -> Hugging Face directory, converted once, reused."""
+"""The embedded default model: its GGUF's config and tokenizer written once into a model
+directory beside a link to the GGUF (whose Q4_1 weights the loader reads), then reused."""
 import json
 import os
 from pathlib import Path
 
 import pytest
-import torch
 
 from kubellm.runtime.loading import default_model
 
@@ -35,9 +35,12 @@ def test_converted_files_are_readable_by_the_pods_group_and_others(converted):
 def test_converts_into_the_cache_dir(converted):
     cache, path = converted
     assert path == cache / "models" / "SmolLM2-135M-Instruct"
-    for name in ("config.json", "model.safetensors", "tokenizer.json",
+    for name in ("config.json", default_model.GGUF_FILE, "tokenizer.json",
                  "tokenizer_config.json", "generation_config.json"):
         assert (path / name).is_file(), name
+    assert (path / default_model.GGUF_FILE).resolve() == \
+        Path(default_model.default_gguf_path()).resolve()
+    assert not list(path.glob("*.safetensors"))   # the weights stay 4-bit, in the GGUF
     config = json.loads((path / "config.json").read_text())
     assert config["model_type"] == "llama"
     assert config["tie_word_embeddings"] is True
@@ -50,7 +53,7 @@ def test_converts_into_the_cache_dir(converted):
 
 def test_second_call_reuses_without_converting(converted, monkeypatch):
     cache, path = converted
-    weights_mtime = (path / "model.safetensors").stat().st_mtime_ns
+    weights_mtime = (path / "config.json").stat().st_mtime_ns
 
     def must_not_convert(target):
         raise AssertionError(f"reconverted into {target}")
@@ -58,7 +61,7 @@ def test_second_call_reuses_without_converting(converted, monkeypatch):
     monkeypatch.setattr(default_model, "convert_default_model", must_not_convert)
     monkeypatch.setenv("KUBELLM_CACHE", str(cache))
     assert default_model.default_model_path() == str(path)
-    assert (path / "model.safetensors").stat().st_mtime_ns == weights_mtime
+    assert (path / "config.json").stat().st_mtime_ns == weights_mtime
 
 
 def test_incomplete_directory_is_not_reused(tmp_path, monkeypatch):
@@ -89,18 +92,23 @@ def test_failed_conversion_leaves_nothing_behind(tmp_path, monkeypatch):
     assert gguf.GGUFReader is gguf.gguf_reader.GGUFReader
 
 
-def test_transformers_answers_paris(converted):
-    """Greedy continuation from the converted weights: proves the q/k un-permutation."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
+def test_a_cache_of_expanded_float_weights_is_converted_again(converted, tmp_path,
+                                                               monkeypatch):
+    """Earlier versions wrote float32 safetensors here; such a directory is not reused."""
     _, path = converted
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
-    assert model.dtype == torch.float32
-    ids = tokenizer("The capital of France is", return_tensors="pt").input_ids
-    with torch.no_grad():
-        out = model.generate(ids, max_new_tokens=2, do_sample=False)
-    assert tokenizer.decode(out[0, ids.shape[1]:]).startswith(" Paris")
+    old = tmp_path / "models" / "SmolLM2-135M-Instruct"
+    old.mkdir(parents=True)
+    (old / "model.safetensors").write_bytes(b"")
+    (old / default_model.COMPLETE_MARKER).write_text('{"dtype": "float32"}')
+    assert not default_model.is_converted(old)
+    assert default_model.is_converted(path)
+
+
+def test_the_directory_loads_as_quantized_gguf(converted):
+    from kubellm.runtime.loading.model_files import load_hf_config
+    from kubellm.runtime.loading.quantized.checkpoint import detect_format
+    _, path = converted
+    assert detect_format(str(path), load_hf_config(str(path))) == "gguf"
 
 
 def test_chat_template_survives(converted):

@@ -65,6 +65,8 @@ def serve_args(spec: dict[str, Any], name: str) -> list[str]:
         args += ["--device", "cpu"]
     if "maxModelLen" in model:
         args += ["--max-model-len", str(model["maxModelLen"])]
+    if model.get("quantization"):
+        args += ["--quantization", model["quantization"]]
     for key, flag in ENGINE_FLAGS.items():
         if key not in engine:
             continue

@@ -12,7 +12,9 @@ token goes through (the routed experts only), which sizes the CPUs of CPU pods. 
 total comes from ``spec.model.parameters`` ("8B", "135M"), else from the model's name
 ("Qwen2.5-0.5B-Instruct", "Mixtral-8x7B", "Qwen3-30B-A3B": the total count), else it is
 unknown and the layout alone decides; the active count from
-``spec.model.activeParameters``, else the name's "A3B" part, else the total.
+``spec.model.activeParameters``, else the name's "A3B" part, else the total. Its
+bytes per parameter follow the dtype, or the quantization (``spec.model.quantization``, or
+a name that says GPTQ / AWQ / GGUF / 4bit).
 """
 from __future__ import annotations
 
@@ -22,6 +24,15 @@ from typing import Any
 
 GIB = 1024 ** 3
 EMBEDDED_PARAMETERS = {"SmolLM2-135M-Instruct": 135e6}
+EMBEDDED_QUANTIZATION = {"SmolLM2-135M-Instruct": "gguf"}   # its Q4_1 weights run as they are
+# Bytes per parameter of a 4-bit model as the runtime holds it: linears in 4-bit codes +
+# a scale and a bias per group of 128 (4.25 bits in bf16, 4.5 in fp32 on CPU), the
+# embeddings and the LM head in the model dtype. On the Llama-3-8B shape that is 5.8 GB
+# for 8.03B parameters on GPUs (0.72 B/param) and 8.1 GB on CPU (1.0); smaller models
+# have relatively bigger embeddings, so round up.
+QUANTIZED_BYTES_PER_PARAMETER = {"gpu": 0.8, "cpu": 1.1}
+_QUANTIZED_NAME = re.compile(r"(?<![a-z])(gptq|awq|gguf|int4|w4a16|4bit|q4_[01k])(?![a-z])",
+                             re.IGNORECASE)
 _UNITS = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
 # "8x7B" (experts x size), then a plain "0.5B" / "135M"; the first match wins, so
 # "30B-A3B" reads as 30B (all experts are resident even if 3B are active).
@@ -107,7 +118,21 @@ def cpus_per_rank(active_per_rank: float | None) -> int:
     return min(MAX_CPU_PER_RANK, CPU_PER_RANK + CPU_PER_ACTIVE_BILLION * billions)
 
 
-def bytes_per_parameter(spec: dict[str, Any]) -> int:
+def is_quantized(spec: dict[str, Any]) -> bool:
+    """4-bit weights: stated, embedded as such, or named so ("Llama-3-8B-GPTQ")."""
+    model = spec["model"]
+    if model.get("quantization"):
+        return True
+    source = model["source"]
+    if "embedded" in source:
+        return source["embedded"] in EMBEDDED_QUANTIZATION
+    name = source.get("huggingFace") or source.get("pvc", {}).get("path", "")
+    return bool(_QUANTIZED_NAME.search(name.rsplit("/", 1)[-1]))
+
+
+def bytes_per_parameter(spec: dict[str, Any]) -> float:
+    if is_quantized(spec):
+        return QUANTIZED_BYTES_PER_PARAMETER["gpu" if uses_gpus(spec) else "cpu"]
     dtype = spec["model"]["dtype"]
     if dtype == "float32" or (dtype == "auto" and not uses_gpus(spec)):
         return 4  # the runtime's auto dtype is float32 on CPU, bfloat16 on GPUs

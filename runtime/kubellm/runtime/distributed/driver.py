@@ -49,9 +49,8 @@ class _Build:
 
 def build_driver_engine(engine_cls, config: EngineConfig, node: rendezvous.NodeEnv,
                         supervisor: WorkerSupervisor, build: _Build):
-    from transformers import AutoConfig
-
     from kubellm.runtime import assembly as eb
+    from kubellm.runtime.loading.model_files import load_hf_config
     from kubellm.runtime.worker.sampler import Sampler
 
     layout = node.layout(0, config.tensor_parallel_size, config.pipeline_parallel_size)
@@ -64,7 +63,7 @@ def build_driver_engine(engine_cls, config: EngineConfig, node: rendezvous.NodeE
     parallel = build.parallel = ps.initialize(layout, store, dist_backend(device), timeout)
     build.undo.append(ps.destroy)
     model_dir = eb.resolve_model_dir(config)
-    hf_config = AutoConfig.from_pretrained(model_dir)
+    hf_config = load_hf_config(model_dir)
     tokenizer = eb.load_tokenizer(config, model_dir)
     config.max_model_len = eb.resolve_max_model_len(config, hf_config)
     plan = StagePlan.of(config, layer_partition(hf_config.num_hidden_layers, layout.pp_size,

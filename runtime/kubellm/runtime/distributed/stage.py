@@ -62,20 +62,22 @@ def share_from_driver(value, layout: RankLayout, parallel: ps.ParallelState):
 def build_stage_runner(config: EngineConfig, layout: RankLayout, plan: StagePlan,
                        device: torch.device, dtype: torch.dtype, parallel: ps.ParallelState,
                        sampler=None):
-    from transformers import AutoConfig
-
     from kubellm.runtime.assembly import resolve_model_dir
     from kubellm.runtime.loading.loader import load_model
+    from kubellm.runtime.loading.model_files import load_hf_config
     from kubellm.runtime.worker.model_runner import ModelRunner
 
     model_dir = resolve_model_dir(config)
-    hf_config = AutoConfig.from_pretrained(model_dir)
+    hf_config = load_hf_config(model_dir)
     layer_range = tuple(plan.partition[layout.pp_rank])
     # the layers keep this rank's shard and TP group; MoE layers read expert_parallel
     rank_state = dataclasses.replace(parallel, expert_parallel=config.enable_expert_parallel)
     with ps.building(rank_state):
         model = load_model(model_dir, hf_config, dtype, device, layer_range=layer_range,
-                           load_format=config.load_format)
+                           load_format=config.load_format,
+                           quantization=config.quantization,
+                           quantization_group_size=config.quantization_group_size,
+                           quantize_lm_head=config.quantize_lm_head)
     return ModelRunner(model, sampler, device, dtype, config.block_size,
                        attention_backend(config, device),
                        KernelSwitches.parse(config.kernel_switches))

@@ -15,9 +15,8 @@ from kubellm.runtime.kernel_switches import KernelSwitches
 
 
 def build_engine(engine_cls, config: EngineConfig):
-    from transformers import AutoConfig
-
     from kubellm.runtime.loading.loader import load_model
+    from kubellm.runtime.loading.model_files import load_hf_config
     from kubellm.runtime.worker.model_runner import ModelRunner
     from kubellm.runtime.worker.sampler import Sampler
 
@@ -27,11 +26,14 @@ def build_engine(engine_cls, config: EngineConfig):
     model_dir = resolve_model_dir(config)
     device = resolve_device(config)
     dtype = resolve_dtype(config, device)
-    hf_config = AutoConfig.from_pretrained(model_dir)
+    hf_config = load_hf_config(model_dir)
     tokenizer = load_tokenizer(config, model_dir)
     config.max_model_len = resolve_max_model_len(config, hf_config)
     torch.manual_seed(config.seed)
-    model = load_model(model_dir, hf_config, dtype, device, load_format=config.load_format)
+    model = load_model(model_dir, hf_config, dtype, device, load_format=config.load_format,
+                       quantization=config.quantization,
+                       quantization_group_size=config.quantization_group_size,
+                       quantize_lm_head=config.quantize_lm_head)
     eos = eos_token_ids(model_dir, tokenizer, hf_config)
     backend = attention_backend(config, device)
     runner = ModelRunner(model, Sampler(eos), device, dtype, config.block_size, backend,

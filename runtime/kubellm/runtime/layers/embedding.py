@@ -9,6 +9,8 @@ from kubellm.runtime.parallel import state as ps
 
 
 class VocabParallelEmbedding(nn.Module):
+    quant_method = None   # set on a 4-bit LM head (layers/quantization): no ``weight`` then
+
     def __init__(self, vocab_size: int, hidden: int):
         super().__init__()
         self.vocab_size = vocab_size
@@ -33,6 +35,12 @@ class VocabParallelEmbedding(nn.Module):
         out = nn.functional.embedding(local, self.weight) * in_range.unsqueeze(-1)
         return ps.all_reduce(out, self.tp_group)
 
+    def project(self, hidden: torch.Tensor) -> torch.Tensor:
+        """hidden [..., H] -> this rank's logits [..., vocab slice] (the LM head's matmul)."""
+        if self.quant_method is not None:
+            return self.quant_method.apply(self, hidden)
+        return nn.functional.linear(hidden, self.weight)
+
     def gather_logits(self, logits: torch.Tensor) -> torch.Tensor:
         """Each rank's logits of its vocabulary slice -> the whole (padded) vocabulary."""
         return ps.all_gather_last_dim(logits, self.tp_group, self.tp_size)
@@ -40,3 +48,8 @@ class VocabParallelEmbedding(nn.Module):
 
 class ParallelLMHead(VocabParallelEmbedding):
     """The untied output projection: same vocabulary split as the embedding."""
+
+    def output_shard(self, shard_id=None) -> tuple[int, int, int]:
+        """As the parallel linears': (first row here, rows, first row in the checkpoint)
+        for a quantized head (the padding rows' logits are cut off by compute_logits)."""
+        return 0, self.vocab_end - self.vocab_start, self.vocab_start

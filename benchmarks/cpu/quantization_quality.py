@@ -1,0 +1,91 @@
+"""Quality of the 4-bit paths on CPU, on the embedded SmolLM2-135M-Instruct (a real trained
+model) and a fixed English text (Python's language reference: benchmarks/common/
+perplexity_text.txt, 2,733 tokens with SmolLM2's tokenizer):
+
+(a) its Q4_1 GGUF weights run through the quantized layers vs the same weights
+    dequantized to float32: perplexity (the 4-bit path itself must lose nothing: <= 0.5%);
+(b) online 4-bit (quantization="4bit", round to nearest; groups of 64 since 128 does not
+    divide its hidden size 576, and of 32) of the model in bf16 (the dequantized weights
+    rounded to bf16) vs that bf16 model: the perplexity increase, asymmetric (the
+    default) and symmetric. Caveat: the only trained model here already went through
+    4-bit (Q4_1, groups of 32) once; there is no other.
+
+    python -m benchmarks.cpu.quantization_quality --out benchmarks/results/cpu
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import torch
+
+from benchmarks.common.model_logits import (dequantize_layers, load, perplexity,
+                                            quantize_layers)
+
+GROUP_SIZE = 64
+TEXT = Path(__file__).resolve().parent.parent / "common" / "perplexity_text.txt"
+
+
+def text_ids(model_dir: str, limit: int | None = None) -> list[int]:
+    from transformers import AutoTokenizer
+    ids = AutoTokenizer.from_pretrained(model_dir)(TEXT.read_text()).input_ids
+    return ids[:limit] if limit else ids
+
+
+def round_to_bf16(model: torch.nn.Module) -> torch.nn.Module:
+    """Every float weight rounded to bf16 (computed on in fp32: CPU bf16 matmuls would
+    add their own rounding to the comparison)."""
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.is_floating_point():
+                p.copy_(p.to(torch.bfloat16).float())
+    return model
+
+
+def measure(model_dir: str, limit: int | None = None) -> dict:
+    ids = text_ids(model_dir, limit)
+    quantized = load(model_dir)
+    num_quantized = sum(getattr(m, "quant_method", None) is not None
+                        for m in quantized.modules())
+    ppl_q41 = perplexity(quantized, ids)
+    float_model = dequantize_layers(quantized)
+    ppl_fp32 = perplexity(float_model, ids)
+    bf16 = round_to_bf16(float_model)
+    ppl_bf16 = perplexity(bf16, ids)
+    state = {k: v.clone() for k, v in bf16.state_dict().items()}
+    online = {}
+    for group, symmetric in ((GROUP_SIZE, False), (GROUP_SIZE, True), (32, False)):
+        bf16.load_state_dict(state)
+        model = quantize_layers(bf16, group, symmetric)
+        key = f"{'symmetric' if symmetric else 'asymmetric'}_group{group}"
+        online[key] = round(perplexity(model, ids), 4)
+        dequantize_layers(model)
+    return {
+        "tokens": len(ids), "quantized_linears": num_quantized,
+        "a_gguf_q41": {"ppl_quantized_path": round(ppl_q41, 4),
+                       "ppl_dequantized_fp32": round(ppl_fp32, 4),
+                       "relative_difference": round(ppl_q41 / ppl_fp32 - 1, 6)},
+        "b_online_4bit": {
+            "ppl_bf16": round(ppl_bf16, 4),
+            **{f"ppl_4bit_{k}": v for k, v in online.items()},
+            **{f"increase_{k}": round(v / ppl_bf16 - 1, 5) for k, v in online.items()}},
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=".")
+    ap.add_argument("--limit", type=int, default=None, help="first N tokens of the text")
+    args = ap.parse_args()
+    from kubellm.runtime.loading.default_model import default_model_path
+    result = measure(default_model_path(), args.limit)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "quantization_quality.json").write_text(json.dumps(result, indent=1))
+    print(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,175 @@
+"""4-bit weights against bf16 on one GPU, in one run (issue 16, BENCHMARKS.md "4-bit
+weights"): Llama-3-8B shape, random weights in the real packing (dummy bf16 weights
+quantized at load by quantization="4bit", groups of 128: the same codes, scales and
+biases layout every checkpoint format is repacked into).
+
+- decode tok/s at batch 1, 8, 32, 64, 256, context 512, for both engines;
+- workload W (workload_w.py) for both;
+- weight GiB and KV-cache blocks of both;
+- the W4A16 GEMM alone at batch 1..64 on each projection shape: bytes of weights read per
+  second against the copy bandwidth measured in the run, and bf16 cuBLAS (F.linear) on
+  the same shapes.
+
+Each engine runs in its own process (an engine's CUDA graphs keep their memory until the
+process exits, which would shrink the second engine's KV pool).
+
+    python -m benchmarks.gpu.w4a16 --out DIR            # writes DIR/w4a16.json
+    python -m benchmarks.gpu.w4a16 --smoke --out DIR    # tiny shape on the CPU (CI)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+BATCHES, CONTEXT, GROUP_SIZE = (1, 8, 32, 64, 256), 512, 128
+SMOKE_BATCHES, SMOKE_CONTEXT, SMOKE_GROUP = (1, 4), 16, 32
+# Llama-3-8B projections (K in, N out): qkv, o, gate+up, down
+GEMM_SHAPES = [(4096, 6144), (4096, 4096), (4096, 28672), (14336, 4096)]
+SMOKE_GEMM_SHAPES = [(64, 128), (128, 64)]
+
+
+def engine_part(args) -> dict:
+    """One engine (bf16 or 4-bit): memory, decode rates, workload W."""
+    import torch
+
+    from benchmarks.gpu import workload_w as W
+    from benchmarks.common.shapes import write_config
+    from kubellm.runtime import LLM
+    if args.smoke:
+        W.NUM_REQUESTS, W.LOW, W.HIGH, W.OUTPUT_LEN = 8, 8, 40, 6
+        W.SHAPE, W.DEVICE, W.DTYPE = W.SMOKE_SHAPE, "cpu", torch.float32
+    model_dir = write_config(W.SHAPE, Path(tempfile.mkdtemp()) / "model")
+    quant = {"quantization": "4bit",
+             "quantization_group_size": SMOKE_GROUP if args.smoke else GROUP_SIZE} \
+        if args.engine == "4bit" else {}
+    t0 = time.perf_counter()
+    llm = LLM(model_dir, load_format="dummy", skip_tokenizer_init=True, max_model_len=10240,
+              max_num_seqs=256 if not args.smoke else 8, max_num_batched_tokens=8192,
+              gpu_memory_utilization=0.9, device=W.DEVICE,
+              dtype=str(W.DTYPE).removeprefix("torch."), **quant)
+    startup = time.perf_counter() - t0
+    model = llm.engine.executor.model
+    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    linear_bytes = sum(p.numel() * p.element_size() for n, p in model.named_parameters()
+                       if "proj" in n)
+    batches = SMOKE_BATCHES if args.smoke else BATCHES
+    context = SMOKE_CONTEXT if args.smoke else CONTEXT
+    decode = [W.decode_rate(llm, b, context, steps=16, output_kind="final_only")
+              for b in batches]
+    for row in decode:
+        print(args.engine, "decode", row["batch"], row["decode_tok_s"], flush=True)
+    prompts = W.workload()
+    w = W.run_ours(llm, prompts)
+    print(args.engine, "W", w["output_tok_s"], flush=True)
+    return {"engine": args.engine, **quant, "startup_s": round(startup, 1),
+            "weight_gib": round(weight_bytes / 2**30, 3),
+            "linear_weight_gib": round(linear_bytes / 2**30, 3),
+            "weight_bytes": weight_bytes, "linear_weight_bytes": linear_bytes,
+            "num_kv_blocks": llm.engine.kv.num_blocks, "block_size": 16,
+            "decode": [{k: r[k] for k in ("batch", "context", "decode_tok_s", "step_ms",
+                                          "host_ms")} for r in decode],
+            "workload_w": {k: w[k] for k in ("output_tok_s", "total_tok_s", "elapsed_s",
+                                             "num_kv_blocks", "preemptions")}}
+
+
+def kernel_part(args) -> dict:
+    """The GEMM alone: weights read per second at small batch, against the copy rate."""
+    import torch
+
+    from benchmarks.common.ceilings import median_ms
+    from benchmarks.gpu import workload_w as W
+    from kubellm.kernels.quant_layout import pack_codes
+    from kubellm.kernels.w4a16_gemm import w4a16_gemm
+    device = "cpu" if args.smoke else "cuda"
+    if args.smoke:
+        W.DEVICE, W.DTYPE = "cpu", torch.float32
+    dtype = W.DTYPE
+    copy_tb_s = W.measure_ceilings()["copy_tb_s"]
+    group = SMOKE_GROUP if args.smoke else GROUP_SIZE
+    rows = []
+    for k, n in (SMOKE_GEMM_SHAPES if args.smoke else GEMM_SHAPES):
+        gen = torch.Generator().manual_seed(k + n)
+        qweight = pack_codes(torch.randint(0, 16, (k, n), generator=gen), 4).to(device)
+        scales = (torch.rand(k // group, n, generator=gen) * 0.01).to(device, dtype)
+        biases = (-8 * scales).contiguous()
+        dense = torch.randn(n, k, generator=gen).to(device, dtype) * 0.02
+        quant_bytes = sum(t.numel() * t.element_size() for t in (qweight, scales, biases))
+        for m in ((1, 4) if args.smoke else (1, 8, 16, 32, 64)):
+            x = torch.randn(m, k, generator=gen).to(device, dtype)
+            ms = median_ms(lambda: w4a16_gemm(x, qweight, scales, biases, group, 4), device, 5)
+            ms_dense = median_ms(lambda: torch.nn.functional.linear(x, dense), device, 5)
+            read_tb_s = quant_bytes / (ms * 1e-3) / 1e12
+            rows.append({"k": k, "n": n, "m": m, "w4a16_us": round(ms * 1e3, 2),
+                         "bf16_linear_us": round(ms_dense * 1e3, 2),
+                         "speedup_vs_bf16": significant(ms_dense / ms, 3),
+                         "weight_read_tb_s": significant(read_tb_s),
+                         # the copy ceiling counts read + write bytes; the GEMM only reads
+                         "of_copy_bandwidth": significant(read_tb_s / copy_tb_s)})
+            print("gemm", rows[-1], flush=True)
+    return {"copy_tb_s": copy_tb_s, "group_size": group, "gemm": rows}
+
+
+def significant(x: float, digits: int = 4) -> float:
+    """Rounded to significant digits, not decimals: the CPU smoke run's bandwidths are
+    microscopic (interpreted Triton) and must not print as 0."""
+    return float(f"{x:.{digits}g}")
+
+
+def run_part(part: str, out: Path, smoke: bool, engine: str = "") -> dict:
+    path = out / f"w4a16_{part}{'_' + engine if engine else ''}.json"
+    cmd = [sys.executable, "-m", "benchmarks.gpu.w4a16", "--part", part, "--out", str(out)]
+    cmd += ["--engine", engine] if engine else []
+    cmd += ["--smoke"] if smoke else []
+    subprocess.run(cmd, check=True)
+    return json.loads(path.read_text())
+
+
+def summary(bf16: dict, q4: dict, kernel: dict) -> dict:
+    rate = lambda e: {r["batch"]: r["decode_tok_s"] for r in e["decode"]}  # noqa: E731
+    ours, base = rate(q4), rate(bf16)
+    batch1 = [r for r in kernel["gemm"] if r["m"] == 1]
+    return {"decode_speedup_vs_bf16": {b: significant(ours[b] / base[b], 3) for b in base},
+            "workload_w_ratio_vs_bf16": significant(q4["workload_w"]["output_tok_s"] /
+                                                    bf16["workload_w"]["output_tok_s"], 3),
+            "weight_gib": {"bf16": bf16["weight_gib"], "4bit": q4["weight_gib"]},
+            "kv_blocks": {"bf16": bf16["num_kv_blocks"], "4bit": q4["num_kv_blocks"]},
+            "gemm_batch1_of_copy_bandwidth": {f"{r['k']}x{r['n']}": r["of_copy_bandwidth"]
+                                              for r in batch1}}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--part", choices=["engine", "kernel"])
+    ap.add_argument("--engine", choices=["bf16", "4bit"], default="bf16")
+    args = ap.parse_args()
+    if args.smoke:   # CPU tensors run the Triton kernel in its interpreter
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.part == "engine":
+        result = engine_part(args)
+        (out / f"w4a16_engine_{args.engine}.json").write_text(json.dumps(result, indent=1))
+        return 0
+    if args.part == "kernel":
+        (out / "w4a16_kernel.json").write_text(json.dumps(kernel_part(args), indent=1))
+        return 0
+    kernel = run_part("kernel", out, args.smoke)
+    bf16 = run_part("engine", out, args.smoke, "bf16")
+    q4 = run_part("engine", out, args.smoke, "4bit")
+    result = {"summary": summary(bf16, q4, kernel), "bf16": bf16, "4bit": q4,
+              "kernel": kernel}
+    (out / "w4a16.json").write_text(json.dumps(result, indent=1))
+    print(json.dumps(result["summary"], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

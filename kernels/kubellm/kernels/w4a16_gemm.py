@@ -1,0 +1,188 @@
+"""W4A16 GEMM: out = x @ W with W held as packed 4-bit (or 8-bit) codes, dequantized inside
+the K loop (quant_layout.py describes the layout); fp32 accumulation.
+
+One kernel, two tunings: prefill (large M) tiles M and N and stores the output directly;
+decode (M <= 64) also splits K over programs, so that a single row still spreads the
+weight read over every SM, and adds the fp32 partial sums atomically. On CUDA both are
+autotuned per (M bucket, N, K, bits, group size); the interpreter uses small fixed tiles.
+
+Tolerances against ``w4a16_gemm_ref`` (dequantize in fp32, round W to x's dtype, fp32
+matmul): fp32 atol=rtol=1e-4, fp16 2e-3, bf16 2e-2 (summation order and one rounding of
+the output; the split-K sum adds one more fp32 rounding per split).
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from kubellm.kernels._launch import FLOAT_DTYPES, check_tensor, is_interpreted, kernel_for
+from kubellm.kernels.quant_layout import codes_per_word, dequantize
+
+TOLERANCES = {torch.float32: (1e-4, 1e-4), torch.float16: (2e-3, 2e-3),
+              torch.bfloat16: (2e-2, 2e-2)}
+DECODE_MAX_M = 64
+
+
+@triton.jit
+def _w4a16_kernel(
+    x_ptr,        # [M, K] activations
+    qw_ptr,       # [K // PACK, N] int32 codes
+    scale_ptr,    # [num_groups, N]
+    bias_ptr,     # [num_groups, N]
+    gidx_ptr,     # [K] int32 group of each row (HAS_G_IDX)
+    out_ptr,      # [M, N]: x's dtype, or fp32 zeros summed into atomically (ATOMIC)
+    M, N, K,
+    M_BUCKET,     # next power of two of M: only the autotuner's key
+    stride_xm, stride_qk, stride_sg, stride_om,
+    BITS: tl.constexpr,
+    GROUP_SIZE: tl.constexpr,
+    HAS_G_IDX: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    SPLIT_K: tl.constexpr,
+    ATOMIC: tl.constexpr,
+    DOT_FP32: tl.constexpr,       # interpreter only: numpy cannot multiply bf16
+    DOT_PRECISION: tl.constexpr,
+):
+    PACK: tl.constexpr = 32 // BITS
+    pid_n = tl.program_id(0)
+    pid_m = tl.program_id(1)
+    pid_k = tl.program_id(2)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask_m = offs_m < M
+    mask_n = offs_n < N
+    num_tiles = tl.cdiv(K, BLOCK_K)
+    per_split = tl.cdiv(num_tiles, SPLIT_K)
+    first = pid_k * per_split
+    last = tl.minimum(first + per_split, num_tiles)
+    shifts = tl.arange(0, PACK) * BITS
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for t in range(first, last):
+        offs_k = t * BLOCK_K + tl.arange(0, BLOCK_K)
+        mask_k = offs_k < K
+        x = tl.load(x_ptr + offs_m[:, None] * stride_xm + offs_k[None, :],
+                    mask=mask_m[:, None] & mask_k[None, :], other=0.0)
+        offs_w = t * (BLOCK_K // PACK) + tl.arange(0, BLOCK_K // PACK)
+        words = tl.load(qw_ptr + offs_w[:, None] * stride_qk + offs_n[None, :],
+                        mask=(offs_w[:, None] < K // PACK) & mask_n[None, :], other=0)
+        codes = (words[:, None, :] >> shifts[None, :, None]) & ((1 << BITS) - 1)
+        codes = tl.reshape(codes, (BLOCK_K, BLOCK_N)).to(tl.float32)
+        if HAS_G_IDX:
+            g = tl.load(gidx_ptr + offs_k, mask=mask_k, other=0)
+            at = g[:, None] * stride_sg + offs_n[None, :]
+            both = mask_k[:, None] & mask_n[None, :]
+            w = codes * tl.load(scale_ptr + at, mask=both, other=0.0).to(tl.float32) + \
+                tl.load(bias_ptr + at, mask=both, other=0.0).to(tl.float32)
+        elif GROUP_SIZE % BLOCK_K == 0:   # the whole tile in one group: one row of each
+            at = (t * BLOCK_K // GROUP_SIZE) * stride_sg + offs_n
+            w = codes * tl.load(scale_ptr + at, mask=mask_n, other=0.0).to(tl.float32)[None, :] \
+                + tl.load(bias_ptr + at, mask=mask_n, other=0.0).to(tl.float32)[None, :]
+        else:
+            at = (offs_k // GROUP_SIZE)[:, None] * stride_sg + offs_n[None, :]
+            both = mask_k[:, None] & mask_n[None, :]
+            w = codes * tl.load(scale_ptr + at, mask=both, other=0.0).to(tl.float32) + \
+                tl.load(bias_ptr + at, mask=both, other=0.0).to(tl.float32)
+        if DOT_FP32:
+            acc += tl.dot(x.to(tl.float32), w.to(x.dtype).to(tl.float32))
+        else:
+            acc += tl.dot(x, w.to(x.dtype), input_precision=DOT_PRECISION)
+    out_at = out_ptr + offs_m[:, None] * stride_om + offs_n[None, :]
+    mask = mask_m[:, None] & mask_n[None, :]
+    if ATOMIC:
+        tl.atomic_add(out_at, acc, mask=mask)
+    else:
+        tl.store(out_at, acc.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def _configs(decode: bool):
+    if decode:   # weight-read bound: wide N tiles, K split to occupy every SM; BLOCK_M is
+        # the launcher's (every row of the batch in one tile: the weights are read once)
+        return [triton.Config({"BLOCK_N": n, "BLOCK_K": k, "SPLIT_K": s},
+                              num_warps=w, num_stages=st)
+                for n, k, s, w, st in ((64, 128, 1, 4, 3), (128, 128, 1, 4, 3),
+                                       (64, 128, 2, 4, 3), (128, 128, 2, 4, 3),
+                                       (64, 128, 4, 4, 3), (128, 64, 4, 4, 4),
+                                       (64, 256, 4, 4, 3), (128, 128, 8, 4, 3),
+                                       (64, 128, 8, 4, 4), (256, 64, 4, 8, 3),
+                                       (128, 256, 2, 8, 3), (64, 64, 16, 4, 4))]
+    return [triton.Config({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "SPLIT_K": 1},
+                          num_warps=w, num_stages=st)
+            for m, n, k, w, st in ((64, 128, 64, 4, 3), (128, 128, 64, 8, 3),
+                                   (128, 256, 64, 8, 3), (64, 256, 64, 4, 4),
+                                   (128, 128, 128, 8, 3), (128, 64, 64, 4, 4))]
+
+
+_KEY = ["M_BUCKET", "N", "K", "BITS", "GROUP_SIZE", "HAS_G_IDX"]
+_decode_tuned = triton.autotune(configs=_configs(True), key=_KEY,
+                                reset_to_zero=["out_ptr"])(_w4a16_kernel)
+_prefill_tuned = triton.autotune(configs=_configs(False), key=_KEY)(_w4a16_kernel)
+
+
+def _m_bucket(m: int) -> int:
+    """What the autotuner keys on: decode rows per tile (16, 32, 64), then prefill sizes
+    up to 1024 (larger ones tile alike), so CUDA-graph capture of many batch sizes tunes
+    a handful of times."""
+    return min(1024, max(16, triton.next_power_of_2(m)))
+
+
+def _check(x, qweight, scales, biases, group_size, bits, g_idx):
+    check_tensor("x", x, 2, FLOAT_DTYPES)
+    check_tensor("qweight", qweight, 2, (torch.int32,), x.device, last_dim_contiguous=True)
+    pack = codes_per_word(bits)
+    k, n = x.shape[1], qweight.shape[1]
+    if qweight.shape[0] * pack != k:
+        raise ValueError(f"qweight has {qweight.shape[0]} rows of {pack} codes for "
+                         f"x's K={k}")
+    if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
+        raise ValueError(f"group_size must be a positive int, got {group_size!r}")
+    groups = scales.shape[0] if g_idx is not None else -(-k // group_size)
+    for name, t in (("scales", scales), ("biases", biases)):
+        check_tensor(name, t, 2, FLOAT_DTYPES, x.device)
+        if tuple(t.shape) != (groups, n) and g_idx is None:
+            raise ValueError(f"{name} must have shape {(groups, n)}, got {tuple(t.shape)}")
+    if biases.shape != scales.shape or biases.stride() != scales.stride():
+        raise ValueError("scales and biases must have the same shape and strides")
+    if g_idx is not None:
+        check_tensor("g_idx", g_idx, 1, (torch.int32,), x.device)
+        if g_idx.shape[0] != k:
+            raise ValueError(f"g_idx must have K={k} entries, got {g_idx.shape[0]}")
+
+
+def w4a16_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
+               biases: torch.Tensor, group_size: int, bits: int = 4,
+               g_idx: torch.Tensor | None = None) -> torch.Tensor:
+    """x [M, K] (last dim contiguous) @ W -> new [M, N] in x's dtype."""
+    _check(x, qweight, scales, biases, group_size, bits, g_idx)
+    m, k = x.shape
+    n = qweight.shape[1]
+    decode = m <= DECODE_MAX_M
+    if m == 0 or n == 0:
+        return torch.zeros((m, n), dtype=x.dtype, device=x.device)
+    out = torch.zeros((m, n), dtype=torch.float32, device=x.device) if decode else \
+        torch.empty((m, n), dtype=x.dtype, device=x.device)
+    interpreted = is_interpreted(_w4a16_kernel)
+    kernel = kernel_for(_w4a16_kernel, x.device,
+                        tuned=_decode_tuned if decode else _prefill_tuned)
+    kwargs = dict(BITS=bits, GROUP_SIZE=group_size, HAS_G_IDX=g_idx is not None,
+                  ATOMIC=decode, DOT_FP32=interpreted and x.dtype == torch.bfloat16,
+                  DOT_PRECISION="ieee" if x.dtype == torch.float32 else "tf32")
+    if interpreted:   # small fixed tiles keep CPU tests fast; 2 K splits test the sum
+        kwargs.update(BLOCK_M=16, BLOCK_N=32, BLOCK_K=32, SPLIT_K=2 if decode else 1)
+    elif decode:
+        kwargs["BLOCK_M"] = _m_bucket(m)
+
+    def grid(meta):
+        return (triton.cdiv(n, meta["BLOCK_N"]), triton.cdiv(m, meta["BLOCK_M"]),
+                meta["SPLIT_K"])
+    kernel[grid](x, qweight, scales, biases, g_idx if g_idx is not None else qweight, out,
+                 m, n, k, _m_bucket(m),
+                 x.stride(0), qweight.stride(0), scales.stride(0), out.stride(0), **kwargs)
+    return out.to(x.dtype) if decode else out
+
+
+def w4a16_gemm_ref(x, qweight, scales, biases, group_size, bits=4, g_idx=None):
+    w = dequantize(qweight, scales, biases, group_size, bits, g_idx, dtype=x.dtype)
+    return (x.float() @ w.float()).to(x.dtype)

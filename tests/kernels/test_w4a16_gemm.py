@@ -1,0 +1,118 @@
+"""w4a16_gemm against its reference (dequantize in fp32, then matmul): CPU interpreter with
+small shapes; GPU (marked gpu) at Llama-3-8B shapes, decode and prefill."""
+import pytest
+import torch
+
+from kubellm.kernels.quant_layout import dequantize, pack_codes, unpack_codes
+from kubellm.kernels.w4a16_gemm import TOLERANCES, w4a16_gemm, w4a16_gemm_ref
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+
+
+def make_weight(k, n, bits=4, group_size=32, act_order=False, device="cpu", seed=0):
+    """Codes, scales and biases of the sizes real checkpoints have (weights ~ 0.02)."""
+    gen = torch.Generator().manual_seed(seed)
+    codes = torch.randint(0, 2 ** bits, (k, n), generator=gen)
+    groups = k // group_size
+    scales = torch.rand(groups, n, generator=gen) * 0.004 + 0.001
+    biases = -scales * (2 ** (bits - 1)) + torch.randn(groups, n, generator=gen) * 1e-3
+    g_idx = (torch.randperm(k, generator=gen) // group_size).int() if act_order else None
+    return dict(qweight=pack_codes(codes, bits).to(device), scales=scales.to(device),
+                biases=biases.to(device), group_size=group_size, bits=bits,
+                g_idx=None if g_idx is None else g_idx.to(device)), codes
+
+
+def check(m, weight, dtype, device="cpu"):
+    w = dict(weight, scales=weight["scales"].to(dtype), biases=weight["biases"].to(dtype))
+    k = w["qweight"].shape[0] * 32 // w["bits"]
+    x = torch.randn(m, k, generator=torch.Generator().manual_seed(m)).to(dtype).to(device)
+    out = w4a16_gemm(x, **w)
+    ref = w4a16_gemm_ref(x, **w)
+    atol, rtol = TOLERANCES[dtype]
+    if dtype == torch.bfloat16 and device == "cpu":
+        # the interpreter rounds fp32 -> bf16 toward zero (the GPU rounds to nearest), so
+        # each dequantized weight may differ from the reference by one bf16 ulp
+        atol = 4 * 2 ** -8 * ref.float().abs().mean().item() + atol
+    torch.testing.assert_close(out, ref, atol=atol, rtol=rtol)
+    assert out.shape == (m, w["qweight"].shape[1]) and out.dtype == dtype
+
+
+def test_packing_round_trips_and_is_little_end_first():
+    codes = torch.tensor([[1], [2], [3], [4], [5], [6], [7], [15]])
+    packed = pack_codes(codes, 4)
+    assert packed.item() == int.from_bytes(bytes([0x21, 0x43, 0x65, 0xF7]), "little") - 2 ** 32
+    assert torch.equal(unpack_codes(packed, 4).long(), codes)
+    codes8 = torch.randint(0, 256, (64, 5))
+    assert torch.equal(unpack_codes(pack_codes(codes8, 8), 8).long(), codes8)
+
+
+def test_dequantize_is_code_times_scale_plus_bias():
+    weight, codes = make_weight(64, 8, group_size=32)
+    w = dequantize(weight["qweight"], weight["scales"], weight["biases"], 32, 4)
+    g = torch.arange(64) // 32
+    expected = codes.float() * weight["scales"][g] + weight["biases"][g]
+    torch.testing.assert_close(w, expected, atol=1e-9, rtol=1e-6)   # fused or not: 1 ulp
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("m", [1, 5, 70])   # decode (split-K, atomic sum) and prefill tiles
+def test_matches_reference(m, dtype):
+    weight, _ = make_weight(128, 80, group_size=32)
+    check(m, weight, dtype)
+
+
+@pytest.mark.parametrize("group_size", [16, 64, 128])   # groups smaller and larger than a tile
+def test_group_sizes(group_size):
+    weight, _ = make_weight(128, 48, group_size=group_size)
+    check(3, weight, torch.float32)
+
+
+def test_act_order_g_idx():
+    weight, _ = make_weight(96, 40, group_size=32, act_order=True)
+    check(2, weight, torch.float32)
+    check(66, weight, torch.float16)
+
+
+def test_eight_bit_codes():
+    weight, _ = make_weight(64, 40, bits=8, group_size=16)
+    check(4, weight, torch.float32)
+
+
+def test_strided_rows_and_k_not_a_tile_multiple():
+    weight, _ = make_weight(48, 24, group_size=16)   # K=48: tiles of 32 end masked
+    x = torch.randn(6, 100)[:, :48]                  # rows strided by 100
+    torch.testing.assert_close(w4a16_gemm(x, **weight), w4a16_gemm_ref(x, **weight),
+                               atol=1e-4, rtol=1e-4)
+
+
+def test_bad_arguments_name_what_is_wrong():
+    weight, _ = make_weight(64, 16)
+    with pytest.raises(ValueError, match="qweight has 8 rows"):
+        w4a16_gemm(torch.randn(2, 32), **weight)
+    with pytest.raises(TypeError, match="qweight must have dtype int32"):
+        w4a16_gemm(torch.randn(2, 64), **dict(weight, qweight=weight["qweight"].float()))
+    with pytest.raises(ValueError, match="scales must have shape"):
+        w4a16_gemm(torch.randn(2, 64), **dict(weight, group_size=16))
+    with pytest.raises(ValueError, match="bits must be one of"):
+        w4a16_gemm(torch.randn(2, 64), **dict(weight, bits=3))
+
+
+# ---- GPU: real shapes (Llama-3-8B's projections) -------------------------------------------
+SHAPES_8B = [(4096, 6144), (4096, 4096), (4096, 28672), (14336, 4096)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("k,n", SHAPES_8B)
+@pytest.mark.parametrize("m", [1, 16, 64, 200, 2048])
+def test_gpu_real_shapes(cuda, k, n, m):
+    weight, _ = make_weight(k, n, group_size=128, device=cuda)
+    check(m, weight, torch.bfloat16, cuda)
+
+
+@pytest.mark.gpu
+def test_gpu_act_order_and_eight_bit(cuda):
+    weight, _ = make_weight(4096, 1024, group_size=128, act_order=True, device=cuda)
+    check(8, weight, torch.float16, cuda)
+    check(512, weight, torch.bfloat16, cuda)
+    weight, _ = make_weight(4096, 1024, bits=8, group_size=32, device=cuda)
+    check(8, weight, torch.bfloat16, cuda)

@@ -1,0 +1,28 @@
+"""A 4-bit model over tensor- and pipeline-parallel ranks (CPU, gloo): each rank quantizes
+its own slice of every linear of its own stage (the LM head too: quantize_lm_head), and
+the tokens equal the single process's."""
+from __future__ import annotations
+
+import pytest
+
+from tests.runtime.distributed.conftest import run_llm_job
+
+PROMPTS = [[1000 + i, 2000 + 3 * i, 7, 9 + i] for i in range(3)]
+PARAMS = [{"temperature": 0.0, "max_tokens": 8, "ignore_eos": True}] * 3
+ENGINE = {"dtype": "float32", "device": "cpu", "num_kv_blocks": 16, "max_model_len": 64,
+          "quantization": "4bit", "quantization_group_size": 32, "quantize_lm_head": True}
+
+
+@pytest.fixture(scope="module")
+def one_process(tiny_model_factory, tmp_path_factory):
+    model = tiny_model_factory("llama-4layers")
+    return model, run_llm_job(tmp_path_factory.mktemp("tp1"), model, ENGINE, PROMPTS, PARAMS)
+
+
+@pytest.mark.parametrize("tp, pp", [(2, 1), (1, 2)], ids=["tp2", "pp2"])
+def test_4bit_parallel_tokens_equal_one_process(one_process, tmp_path, tp, pp):
+    model, one = one_process
+    result = run_llm_job(tmp_path, model, {**ENGINE, "tensor_parallel_size": tp,
+                                           "pipeline_parallel_size": pp}, PROMPTS, PARAMS)
+    assert result["token_ids"] == one["token_ids"]
+    assert len(result["ranks"]) == tp * pp
