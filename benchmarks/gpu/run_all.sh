@@ -31,7 +31,7 @@
 #     W4A16 kernel tests, decode tok/s at batch 1..256, workload W, weight GiB, KV blocks,
 #     the GEMM's batch-1 read bandwidth against the copy bandwidth -> $OUT/w4a16.json (summary
 #     and all figures; the parts in w4a16_{kernel,engine_bf16,engine_4bit}.json); ~5 min
-# Results land in $OUT (JSON, PNG, logs).
+# STAGE_SECONDS="STAGE=SECONDS ..." bounds stages (below). Results land in $OUT (JSON, PNG, logs).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TRITON_INTERPRET=0
@@ -53,8 +53,9 @@ use_winning_switches() {  # the kernel switches this run's ablation stages found
   export KUBELLM_KERNEL_SWITCHES=$won
   echo "kernel switches for the engine stages: ${won:-none (the defaults)}"
 }
-for stage in $STAGES; do
-  case $stage in
+run_stage() {
+  case $1 in
+    idle)    sleep "${IDLE_SECONDS:-600}" & wait ;;   # a child that outlives a limit (tests)
     tests)   python3 -m pytest -m gpu tests/kernels tests/gpu -q -p no:cacheprovider -x \
                2>&1 | tee "$OUT/gpu_tests.log" | tail -25 ;;
     kernels) python3 -m benchmarks.kernels.bench_paged_attention --out "$OUT" 2>&1 \
@@ -105,4 +106,28 @@ for stage in $STAGES; do
              python3 -m benchmarks.gpu.multi_gpu --out "$OUT" ${MULTI_ARGS:---budget-s 420} 2>&1 \
                | tee "$OUT/multi_gpu.log" | grep -v Warning | tail -30 ;;
   esac
+}
+# STAGE_SECONDS="w4a16=230 moe=180": a stage still running after its seconds is stopped
+# (its whole process group: the GPU is free for the next stage, what it wrote stays), so a
+# device call with a hard limit still reaches its last stage.
+stage_seconds() {
+  local entry
+  for entry in ${STAGE_SECONDS:-}; do
+    [ "${entry%%=*}" = "$1" ] && echo "${entry#*=}" && return
+  done
+}
+set -m   # each background stage gets its own process group
+for stage in $STAGES; do
+  limit=$(stage_seconds "$stage")
+  if [ -z "$limit" ]; then
+    run_stage "$stage"
+    continue
+  fi
+  run_stage "$stage" &
+  pid=$!
+  ( sleep "$limit"; echo "stage $stage: stopped after $limit s" | tee -a "$OUT/stopped_stages.txt"
+    kill -TERM -- "-$pid" 2>/dev/null; sleep 10; kill -KILL -- "-$pid" 2>/dev/null ) &
+  watchdog=$!
+  wait "$pid"
+  kill -- "-$watchdog" 2>/dev/null
 done
