@@ -72,6 +72,18 @@ class Layer:
         return shape_key(self.experts, self.hidden, self.inter, self.top_k, self.dtype)
 
 
+def _ms_or_inf(fn, device) -> float:
+    """A tile the GPU cannot run (more shared memory than it has: the H200's 227 KiB were
+    exceeded by 128x128 tiles at 3 stages) is never the best, rather than the end of the
+    sweep."""
+    try:
+        return median_ms(fn, device)
+    except Exception as exc:  # triton's OutOfResources, or a launch it refuses
+        if "out of resource" not in str(exc).lower():
+            raise
+        return float("inf")
+
+
 def _time_gemms(layer: Layer, num_tokens: int, block_m: int, gate_up_tile: Tile,
                 down_tile: Tile) -> tuple[float, float]:
     """Each GEMM alone (ms), on one routing sorted once for ``block_m``."""
@@ -81,10 +93,10 @@ def _time_gemms(layer: Layer, num_tokens: int, block_m: int, gate_up_tile: Tile,
     act = torch.empty(pairs, layer.inter, dtype=layer.dtype, device=layer.device)
     out = torch.empty(pairs, layer.hidden, dtype=layer.dtype, device=layer.device)
     flat = weights.reshape(-1)
-    gate_up = median_ms(lambda: fm._launch_gemm(
+    gate_up = _ms_or_inf(lambda: fm._launch_gemm(
         x, layer.w13, act, flat, sorted_ids, blocks, padded, layer.inter, layer.hidden,
         layer.top_k, True, False, block_m, gate_up_tile), layer.device)
-    down = median_ms(lambda: fm._launch_gemm(
+    down = _ms_or_inf(lambda: fm._launch_gemm(
         act, layer.w2, out, flat, sorted_ids, blocks, padded, layer.hidden, layer.inter,
         1, False, True, block_m, down_tile), layer.device)
     return gate_up, down

@@ -90,3 +90,25 @@ def test_workers_die_with_a_killed_driver(tiny_model_factory, tmp_path, when):
         for pid in workers.values():  # only if the test failed before they ended
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+WEIGHTS_JOB = """
+import gc, sys, weakref
+from kubellm.runtime import LLM
+llm = LLM(sys.argv[1], device="cpu", dtype="float32", distributed_executor_backend="mp",
+          num_kv_blocks=64, max_model_len=128)
+model = weakref.ref(llm.engine.executor.stage.model)
+llm.shutdown()
+gc.collect()
+print("weights freed" if model() is None else f"weights held by {gc.get_referrers(model())}")
+"""
+
+
+def test_shutdown_lets_go_of_the_weights_while_the_engine_is_still_referenced(tiny_model_dir):
+    """On the GPU, memory after LLM.shutdown() must fall back to the baseline even though
+    the caller still holds ``llm``: no part of the engine may keep the model alive."""
+    proc = subprocess.run([sys.executable, "-c", WEIGHTS_JOB, tiny_model_dir],
+                          env={**os.environ, **DIST_ENV}, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert proc.stdout.strip().splitlines()[-1] == "weights freed", proc.stdout[-2000:]
