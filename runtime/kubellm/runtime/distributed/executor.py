@@ -74,11 +74,14 @@ class DistributedExecutor:
                                                   f"{type(exc).__name__}: {exc}")
         requests = [s.request for s in out.scheduled if s.samples]
         if not requests:
-            return {}, {}
-        result = self.sampler(torch.cat(logits), [r.sampling_state for r in requests])
+            return {}, {}, {}
+        result = self.sampler.sample(torch.cat(logits), [r.sampling_state for r in requests],
+                                     constrained=out.has_special).result()
         ids = {r.request_id: t for r, t in zip(requests, result.token_ids)}
         logprobs = {r.request_id: lp for r, lp in zip(requests, result.logprobs)}
-        return ids, logprobs
+        # prompt logprobs need every prompt row's logits, which stay on the last stage;
+        # the engine refuses them up front when the model spans processes
+        return ids, logprobs, {}
 
     # ---- control ---------------------------------------------------------------------
     def describe_ranks(self) -> list[dict]:

@@ -47,6 +47,8 @@ class EngineStats:
     generation_tokens_total: int
     prefix_cache_queries_total: int
     prefix_cache_hits_total: int
+    # tokens per step: (bucket bounds, cumulative counts incl. +Inf, sum)
+    iteration_tokens: tuple | None = None
 
 
 class LLMEngine:
@@ -69,6 +71,9 @@ class LLMEngine:
         # async scheduling: the step launched last, its samples not yet on the host
         self.run_ahead = config.async_scheduling and hasattr(executor, "launch")
         self._in_flight: tuple[SchedulerOutput, object] | None = None
+        # structured outputs: xgrammar is imported and the vocabulary prepared on first use
+        from kubellm.runtime.worker.grammar import LazyGrammarCompiler
+        self.grammar = LazyGrammarCompiler(tokenizer, executor.vocab_size, eos_token_ids)
 
     @classmethod
     def from_config(cls, config: EngineConfig) -> "LLMEngine":
@@ -78,18 +83,18 @@ class LLMEngine:
     # ---- requests ------------------------------------------------------------------
     def add_request(self, request_id: str, prompt: str | list[int] | TokenizedPrompt,
                     params: SamplingParams, priority: int = 0) -> None:
+        """Queue a request, or raise (ParameterError, PromptTooLongError, ValueError)
+        having queued nothing."""
         if request_id in self.output.groups:
             raise ValueError(f"request id {request_id!r} is already in use")
-        if isinstance(prompt, TokenizedPrompt):
-            text, token_ids = prompt.text, [int(t) for t in prompt.token_ids]
-        elif isinstance(prompt, str):
-            if self.tokenizer is None:
-                raise ValueError("this engine has no tokenizer (skip_tokenizer_init): "
-                                 "give the prompt as token ids")
-            text, token_ids = prompt, self.tokenizer.encode(prompt)
-        else:
-            text, token_ids = None, [int(t) for t in prompt]
+        text, token_ids = self.tokenize_prompt(prompt)
+        if params.truncate_prompt_tokens is not None:
+            token_ids = token_ids[-params.truncate_prompt_tokens:]
         self._check_prompt(token_ids, params)
+        self.check_params(params)
+        grammar = None
+        if params.structured_outputs is not None:
+            grammar = self.grammar.get().compile(params.structured_outputs)
         max_len = self.config.max_model_len
         max_tokens = min(params.max_tokens or max_len, max_len - len(token_ids))
         now = time.monotonic()
@@ -97,12 +102,13 @@ class LLMEngine:
         for i in range(params.n):
             seq = Request(f"{request_id}#{i}", token_ids, params, priority, now,
                           max_tokens=max_tokens, index=i)
-            seq.sampling_state = self._make_sampling_state(seq, i)
+            seq.sampling_state = self._make_sampling_state(seq, i, grammar)
             if params.detokenize and self.tokenizer is not None:
                 seq.detokenizer = self._make_detokenizer(token_ids, params)
             seq.logprobs = [] if params.logprobs is not None else None
             sequences.append(seq)
-        group = Group(request_id, text, token_ids, sequences, [""] * params.n, now)
+        group = Group(request_id, text, token_ids, sequences, [""] * params.n, now,
+                      prompt_logprobs=None if params.prompt_logprobs is None else [None])
         for seq in sequences:
             seq.group = group
         self.output.groups[request_id] = group
@@ -142,10 +148,10 @@ class LLMEngine:
             return []
         tables = [self.kv.block_table(s.request.request_id) for s in out.scheduled]
         t1 = time.perf_counter()
-        sampled, logprobs = self.executor.execute(out, tables)
+        sampled, logprobs, prompt_logprobs = self.executor.execute(out, tables)
         t2 = time.perf_counter()
         progressed = self.scheduler.update(out, sampled)
-        outputs = self.output.process(progressed, logprobs)
+        outputs = self.output.process(progressed, logprobs, prompt_logprobs)
         t = self.timings
         t["schedule_s"] += t1 - t0
         t["execute_s"] += t2 - t1
@@ -192,11 +198,12 @@ class LLMEngine:
         """Wait for a launched step's samples and post-process them."""
         out, handle = in_flight
         t0 = time.perf_counter()
-        sampled, logprobs = handle.result()
+        sampled, logprobs, prompt_logprobs = handle.result()
         waited = time.perf_counter() - t0
         self.timings["wait_s"] += waited
         self.timings["postprocess_s"] -= waited   # the caller counts the whole landing
-        return self.output.process(self.scheduler.on_result(out, sampled), logprobs)
+        return self.output.process(self.scheduler.on_result(out, sampled), logprobs,
+                                   prompt_logprobs)
 
     @staticmethod
     def _needs_landed_tokens(out: SchedulerOutput) -> bool:
@@ -206,6 +213,40 @@ class LLMEngine:
                    and s.request.params.reads_output_tokens for s in out.scheduled)
 
     # ---- helpers -------------------------------------------------------------------
+    def tokenize_prompt(self, prompt) -> tuple[str | None, list[int]]:
+        """(text or None, token ids) of a text, token-id or pre-tokenized prompt."""
+        if isinstance(prompt, TokenizedPrompt):
+            return prompt.text, [int(t) for t in prompt.token_ids]
+        if isinstance(prompt, str):
+            if self.tokenizer is None:
+                raise ValueError("this engine has no tokenizer (skip_tokenizer_init): "
+                                 "give the prompt as token ids")
+            return prompt, self.tokenizer.encode(prompt)
+        if isinstance(prompt, (list, tuple)) and all(
+                isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+            return None, list(prompt)
+        raise ParameterError("prompt", "must be a string, a list of token ids or a "
+                                       f"TokenizedPrompt, got {type(prompt).__name__}")
+
+    def check_params(self, params: SamplingParams) -> None:
+        """What only the engine knows: the logprob limit, its vocabulary, its layout."""
+        limit = self.config.max_logprobs
+        if limit == -1:
+            limit = self.vocab_size
+        for name in ("logprobs", "prompt_logprobs"):
+            value = getattr(params, name)
+            if value is not None and value > limit:
+                raise ParameterError(name, f"must be <= {limit} (the server's --max-logprobs)")
+        if params.prompt_logprobs is not None and \
+                self.config.tensor_parallel_size * self.config.pipeline_parallel_size > 1:
+            raise ParameterError("prompt_logprobs", "not supported yet when the model spans "
+                                                    "processes (tensor/pipeline parallel)")
+        vocab = self.vocab_size
+        bad = [t for t in params.stop_token_ids if t >= vocab]
+        if bad:
+            raise ParameterError("stop_token_ids", f"token id {bad[0]} is outside the "
+                                                   f"vocabulary [0, {vocab})")
+
     def _check_prompt(self, token_ids: list[int], params: SamplingParams) -> None:
         if not token_ids:
             raise ParameterError("prompt", "must not be empty")
@@ -218,10 +259,14 @@ class LLMEngine:
         if min(token_ids) < 0 or max(token_ids) >= vocab:
             raise ValueError(f"prompt token ids must lie in [0, {vocab})")
 
-    def _make_sampling_state(self, seq: Request, index: int):
+    def _make_sampling_state(self, seq: Request, index: int, grammar=None):
+        from kubellm.runtime.worker.logits_constraints import LogitsConstraints
         from kubellm.runtime.worker.sampler import SamplingState
-        state = SamplingState.create(seq.params, seq.prompt_token_ids, index,
-                                     self.executor.device)
+        device = self.executor.device
+        matcher = self.grammar.get().matcher(grammar) if grammar is not None else None
+        constraints = LogitsConstraints.create(seq.params, self.vocab_size, device, matcher)
+        state = SamplingState.create(seq.params, seq.prompt_token_ids, index, device,
+                                     constraints)
         state.output_token_ids = seq.output_token_ids  # shared: the sampler sees new tokens
         return state
 
@@ -238,4 +283,5 @@ class LLMEngine:
             prompt_tokens_total=self.prompt_tokens_total,
             generation_tokens_total=self.output.generation_tokens_total,
             prefix_cache_queries_total=self.kv.prefix_queries,
-            prefix_cache_hits_total=self.kv.prefix_hits)
+            prefix_cache_hits_total=self.kv.prefix_hits,
+            iteration_tokens=self.scheduler.iteration_tokens.snapshot())
