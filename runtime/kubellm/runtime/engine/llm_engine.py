@@ -74,6 +74,10 @@ class LLMEngine:
         # structured outputs: xgrammar is imported and the vocabulary prepared on first use
         from kubellm.runtime.worker.grammar import LazyGrammarCompiler
         self.grammar = LazyGrammarCompiler(tokenizer, executor.vocab_size, eos_token_ids)
+        # sampling defaults from generation_config.json (--generation-config)
+        from kubellm.runtime.engine.generation_defaults import load_generation_defaults
+        self.generation_defaults = load_generation_defaults(config.generation_config,
+                                                            model_dir)
 
     @classmethod
     def from_config(cls, config: EngineConfig) -> "LLMEngine":
@@ -85,8 +89,16 @@ class LLMEngine:
                     params: SamplingParams, priority: int = 0) -> None:
         """Queue a request, or raise (ParameterError, PromptTooLongError, ValueError)
         having queued nothing."""
+        self.enqueue(self.prepare_request(request_id, prompt, params, priority))
+
+    def prepare_request(self, request_id: str, prompt: str | list[int] | TokenizedPrompt,
+                        params: SamplingParams, priority: int = 0) -> Group:
+        """Every check and all per-sequence state of a request, without queuing it: a
+        caller with several requests prepares them all before it queues any."""
         if request_id in self.output.groups:
             raise ValueError(f"request id {request_id!r} is already in use")
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise ParameterError("priority", f"must be an integer, got {priority!r}")
         text, token_ids = self.tokenize_prompt(prompt)
         if params.truncate_prompt_tokens is not None:
             token_ids = token_ids[-params.truncate_prompt_tokens:]
@@ -111,10 +123,16 @@ class LLMEngine:
                       prompt_logprobs=None if params.prompt_logprobs is None else [None])
         for seq in sequences:
             seq.group = group
-        self.output.groups[request_id] = group
-        for seq in sequences:
+        return group
+
+    def enqueue(self, group: Group) -> None:
+        """Queue a prepared request (cannot fail)."""
+        if group.request_id in self.output.groups:
+            raise ValueError(f"request id {group.request_id!r} is already in use")
+        self.output.groups[group.request_id] = group
+        for seq in group.sequences:
             self.scheduler.add_request(seq)
-        self.prompt_tokens_total += len(token_ids) * params.n
+        self.prompt_tokens_total += len(group.prompt_token_ids) * len(group.sequences)
 
     def abort_request(self, request_id: str) -> None:
         group = self.output.groups.pop(request_id, None)

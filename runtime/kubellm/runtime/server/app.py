@@ -9,8 +9,10 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from kubellm.runtime.engine.chat import load_chat_template
 from kubellm.runtime.version import __version__
-from kubellm.runtime.server import routes_health, routes_openai, routes_websocket
+from kubellm.runtime.server import (routes_health, routes_openai, routes_tokenize,
+                                    routes_websocket)
 from kubellm.runtime.server.admission import AdmissionMiddleware
 from kubellm.runtime.server.async_engine import AsyncLLMEngine
 from kubellm.runtime.server.config import ServerConfig
@@ -24,9 +26,14 @@ def build_app(engine, config: ServerConfig) -> FastAPI:
     async_engine = AsyncLLMEngine(engine)
     metrics = ServerMetrics(model_name)
     metrics.attach(async_engine)
+    vocab_size = _vocab_size(engine)
+    max_logprobs = getattr(engine.config, "max_logprobs", 20)
     state = ServerState(async_engine=async_engine, tokenizer=engine.tokenizer,
                         model_name=model_name, max_model_len=engine.config.max_model_len,
-                        vocab_size=_vocab_size(engine), config=config, metrics=metrics)
+                        vocab_size=vocab_size, config=config, metrics=metrics,
+                        generation_defaults=dict(getattr(engine, "generation_defaults", {})),
+                        max_logprobs=vocab_size if max_logprobs == -1 else max_logprobs,
+                        chat_template=load_chat_template(config.chat_template))
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI):
@@ -41,7 +48,7 @@ def build_app(engine, config: ServerConfig) -> FastAPI:
     app.state.kubellm = state
     install_error_handlers(app)
     app.add_middleware(AdmissionMiddleware)
-    for module in (routes_health, routes_openai, routes_websocket):
+    for module in (routes_health, routes_openai, routes_tokenize, routes_websocket):
         app.include_router(module.router)
     return app
 

@@ -1,6 +1,9 @@
-"""From a validated request to an admitted engine request: model check, prompt rendering
-and tokenization, length checks, admission; and the two ways of waiting for the result
-(collect it whole while watching for a disconnect, or stream it)."""
+"""From validated prompts to admitted engine requests, and the two ways of waiting for
+the results: collect them whole while watching for a disconnect, or stream them.
+
+A completions request may hold several prompts: each becomes its own engine request
+(``<id>-<i>``), all checked before the first is admitted and all aborted together.
+"""
 from __future__ import annotations
 
 import asyncio
@@ -9,13 +12,11 @@ from starlette.requests import Request
 
 from kubellm.runtime.core.outputs import RequestOutput
 from kubellm.runtime.core.sampling_params import ParameterError, SamplingParams
+from kubellm.runtime.engine.llm_engine import PromptTooLongError, TokenizedPrompt
 from kubellm.runtime.server.async_engine import RequestStream
 from kubellm.runtime.server.errors import APIError, bad_request
-from kubellm.runtime.server.protocol import ChatCompletionRequest, CompletionRequest
-from kubellm.runtime.server.responses import new_id
+from kubellm.runtime.server.prompts import Prompt
 from kubellm.runtime.server.state import ServerState
-
-from kubellm.runtime.engine.llm_engine import PromptTooLongError, TokenizedPrompt
 
 
 class ClientDisconnected(Exception):
@@ -28,68 +29,25 @@ def check_model(state: ServerState, model: str | None) -> None:
                             f"'{state.model_name}'", param="model", code="model_not_found")
 
 
-def completion_prompt(state: ServerState, body: CompletionRequest
-                      ) -> tuple[TokenizedPrompt | list[int], int]:
-    """(prompt for the engine, its length in tokens). A string is tokenized here, as
-    offline ``LLM.generate`` tokenizes it, and goes to the engine with its ids."""
-    prompt = body.single_prompt()
-    if isinstance(prompt, str):
-        ids = state.tokenizer.encode(prompt)
-        return TokenizedPrompt(prompt, ids), len(ids)
-    bad = [t for t in prompt if not 0 <= t < state.vocab_size]
-    if bad:
-        raise bad_request(f"prompt holds token id {bad[0]}, out of range [0, {state.vocab_size})",
-                          param="prompt")
-    return prompt, len(prompt)
-
-
-def chat_prompt(state: ServerState, body: ChatCompletionRequest) -> tuple[list[int], int]:
-    """Render the messages with the tokenizer's chat template; tokenize without adding
-    special tokens again (the template already holds BOS where the model wants one)."""
+async def admit(state: ServerState, request_id: str, prompts: list[Prompt],
+                params: SamplingParams, priority: int) -> "MultiStream":
+    """Admit one engine request per prompt; if any is refused, abort those admitted."""
+    streams: list[RequestStream] = []
     try:
-        text = state.tokenizer.apply_chat_template(
-            body.template_messages(), tokenize=False,
-            add_generation_prompt=body.add_generation_prompt)
-    except Exception as exc:  # jinja raises on role orders the template forbids
-        raise bad_request(f"messages cannot be rendered by the chat template: {exc}",
-                          param="messages") from None
-    ids = state.tokenizer.encode(text, add_special_tokens=False)
-    return ids, len(ids)
+        for i, prompt in enumerate(prompts):
+            engine_id = request_id if len(prompts) == 1 else f"{request_id}-{i}"
+            engine_prompt = TokenizedPrompt(prompt.text, prompt.token_ids) \
+                if prompt.text is not None else prompt.token_ids
+            streams.append(await _admit_one(state, engine_id, engine_prompt, params,
+                                            priority, prompt.param))
+    except BaseException:
+        for stream in streams:
+            stream.close()
+        raise
+    return MultiStream(streams)
 
 
-def check_length(state: ServerState, num_prompt_tokens: int, params: SamplingParams,
-                 prompt_param: str) -> None:
-    limit = state.max_model_len
-    if num_prompt_tokens == 0:
-        raise bad_request(f"{prompt_param} must not be empty", param=prompt_param)
-    if num_prompt_tokens >= limit:
-        raise bad_request(f"{prompt_param} has {num_prompt_tokens} tokens; this model's "
-                          f"maximum context length is {limit}", param=prompt_param,
-                          code="context_length_exceeded")
-    if params.max_tokens is not None and num_prompt_tokens + params.max_tokens > limit:
-        raise bad_request(f"max_tokens={params.max_tokens} plus {num_prompt_tokens} prompt "
-                          f"tokens exceeds this model's maximum context length {limit}",
-                          param="max_tokens", code="context_length_exceeded")
-
-
-async def start(state: ServerState, body: CompletionRequest | ChatCompletionRequest
-                ) -> tuple[str, SamplingParams, RequestStream]:
-    """Validate, render, check and admit one request: (request id, params, its stream)."""
-    check_model(state, body.model)
-    params = body.sampling_params()
-    if isinstance(body, ChatCompletionRequest):
-        (prompt, num_tokens), prompt_param = chat_prompt(state, body), "messages"
-        request_id = new_id("chatcmpl")
-    else:
-        (prompt, num_tokens), prompt_param = completion_prompt(state, body), "prompt"
-        request_id = new_id("cmpl")
-    check_length(state, num_tokens, params, prompt_param)
-    stream = await admit(state, request_id, prompt, params, body.priority, prompt_param)
-    return request_id, params, stream
-
-
-async def admit(state: ServerState, request_id: str, prompt: TokenizedPrompt | list[int],
-                params: SamplingParams, priority: int, prompt_param: str) -> RequestStream:
+async def _admit_one(state, request_id, prompt, params, priority, prompt_param):
     try:
         return await state.async_engine.add_request(request_id, prompt, params, priority)
     except PromptTooLongError as exc:
@@ -101,15 +59,64 @@ async def admit(state: ServerState, request_id: str, prompt: TokenizedPrompt | l
         raise bad_request(str(exc)) from None
 
 
-async def collect(stream: RequestStream, request: Request) -> RequestOutput:
-    """The final output, or ClientDisconnected (after aborting) if the client leaves first."""
-    async def last_output():
-        last = None
-        async for out in stream:
-            last = out
+class MultiStream:
+    """The outputs of one HTTP request's engine requests as ``(prompt index, output)``,
+    in the order they arrive. ``close()`` aborts whatever is unfinished."""
+
+    def __init__(self, streams: list[RequestStream]):
+        self.streams = streams
+
+    def __aiter__(self):
+        if len(self.streams) == 1:
+            return self._single()
+        return self._merged()
+
+    async def _single(self):
+        async for out in self.streams[0]:
+            yield 0, out
+
+    async def _merged(self):
+        queue: asyncio.Queue = asyncio.Queue()
+        done = object()
+
+        async def pump(index: int, stream: RequestStream):
+            try:
+                async for out in stream:
+                    queue.put_nowait((index, out))
+                queue.put_nowait((index, done))
+            except BaseException as exc:  # an engine failure reaches the consumer
+                queue.put_nowait((index, exc))
+
+        tasks = [asyncio.ensure_future(pump(i, s)) for i, s in enumerate(self.streams)]
+        remaining = len(tasks)
+        try:
+            while remaining:
+                index, item = await queue.get()
+                if item is done:
+                    remaining -= 1
+                elif isinstance(item, BaseException):
+                    raise item
+                else:
+                    yield index, item
+        finally:
+            for task in tasks:
+                task.cancel()
+
+    def close(self) -> None:
+        for stream in self.streams:
+            stream.close()
+
+
+async def collect(stream: MultiStream, request: Request) -> list[RequestOutput]:
+    """Each prompt's final output, or ClientDisconnected (after aborting) if the client
+    leaves first."""
+    async def last_outputs():
+        last: list[RequestOutput | None] = [None] * len(stream.streams)
+        async for index, out in stream:
+            last[index] = out
         return last
 
-    result = asyncio.ensure_future(last_output())
+    result = asyncio.ensure_future(last_outputs())
     gone = asyncio.ensure_future(_wait_disconnect(request))
     try:
         await asyncio.wait({result, gone}, return_when=asyncio.FIRST_COMPLETED)

@@ -4,13 +4,19 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from kubellm.runtime.server import generation, responses
+from kubellm.runtime.server import generation
 from kubellm.runtime.server.async_engine import EngineStepError
-from kubellm.runtime.server.errors import APIError
-from kubellm.runtime.server.protocol import (ChatCompletionRequest, CompletionRequest,
-                                             parse_body)
-from kubellm.runtime.server.responses import LogprobFormatter
-from kubellm.runtime.server.streaming import EngineStreamResponse, stream_choices
+from kubellm.runtime.server.chat_completions import ChatResponder
+from kubellm.runtime.server.completions import CompletionResponder
+from kubellm.runtime.server.errors import APIError, bad_request
+from kubellm.runtime.server.prompts import chat_prompt, check_length, completion_prompts
+from kubellm.runtime.server.protocol import parse_body
+from kubellm.runtime.server.protocol_chat import ChatCompletionRequest
+from kubellm.runtime.server.protocol_completions import CompletionRequest
+from kubellm.runtime.server.responses import new_id
+from kubellm.runtime.server.streaming import EngineStreamResponse, sse_events
+from kubellm.runtime.server.structured_request import structured_outputs
+from kubellm.runtime.server.tool_choice import auto_tool_parser, forced_structured_outputs
 
 router = APIRouter()
 CLIENT_CLOSED = 499  # nginx's code for "client closed request"; nobody reads it
@@ -18,65 +24,66 @@ CLIENT_CLOSED = 499  # nginx's code for "client closed request"; nobody reads it
 
 @router.post("/v1/completions")
 async def completions(request: Request):
-    body, request_id, params, stream, logprobs, model = await _start(request, CompletionRequest)
+    state = request.app.state.kubellm
+    body = parse_body(await request.body(), CompletionRequest)
+    generation.check_model(state, body.model)
+    params = body.to_sampling_params(state.generation_defaults, state.max_logprobs)
+    prompts = completion_prompts(state, body.prompts(), body.truncate_prompt_tokens)
+    for prompt in prompts:
+        check_length(state, prompt, params)
+    request_id = new_id("cmpl")
+    stream = await generation.admit(state, request_id, prompts, params, body.priority)
+    responder = CompletionResponder(state.tokenizer, body, request_id, state.model_name,
+                                    params, prompts)
     if not body.stream:
-        return await _respond(stream, request, lambda out: responses.completion_response(
-            request_id, model, out, logprobs))
-
-    offsets = [0] * params.n  # characters sent per choice: completion logprobs' text_offset
-
-    def chunk(comp, delta, finish_reason, start, end):
-        lp = logprobs.completion(comp, start, end, offsets[comp.index]) if logprobs else None
-        offsets[comp.index] += len(delta)
-        return responses.completion_chunk(request_id, model, comp.index, delta, finish_reason,
-                                          lp)
-
-    final = ((lambda out: responses.usage_chunk(request_id, model, "text_completion", out))
-             if body.include_usage else None)
-    return EngineStreamResponse(stream_choices(stream, params.n, chunk, final_chunk=final),
-                                stream)
+        return await _respond(stream, request, responder.response)
+    return EngineStreamResponse(sse_events(stream, responder.chunks,
+                                           final_chunks=responder.final_chunks), stream)
 
 
 @router.post("/v1/chat/completions")
 async def chat_completions(request: Request):
-    body, request_id, params, stream, logprobs, model = await _start(request,
-                                                                     ChatCompletionRequest)
-    if not body.stream:
-        return await _respond(stream, request, lambda out: responses.chat_response(
-            request_id, model, out, logprobs))
-
-    def chunk(comp, delta, finish_reason, start, end):
-        lp = logprobs.chat(comp, start, end) if logprobs else None
-        return responses.chat_chunk(request_id, model, comp.index,
-                                    {"content": delta} if delta else {}, finish_reason, lp)
-
-    # OpenAI opens every choice with the role, before any content.
-    opening = [responses.chat_chunk(request_id, model, i, {"role": "assistant", "content": ""},
-                                    None, None) for i in range(params.n)]
-    final = ((lambda out: responses.usage_chunk(request_id, model, "chat.completion.chunk",
-                                                out))
-             if body.include_usage else None)
-    return EngineStreamResponse(stream_choices(stream, params.n, chunk, first_chunks=opening,
-                                               final_chunk=final), stream)
-
-
-async def _start(request: Request, body_cls):
-    """Parse and admit: (body, request id, params, engine stream, logprob formatter or
-    None, served model name)."""
     state = request.app.state.kubellm
-    body = parse_body(await request.body(), body_cls)
-    request_id, params, stream = await generation.start(state, body)
-    logprobs = None if params.logprobs is None else \
-        LogprobFormatter(state.tokenizer, params.logprobs)
-    return body, request_id, params, stream, logprobs, state.model_name
+    body = parse_body(await request.body(), ChatCompletionRequest)
+    generation.check_model(state, body.model)
+    mode = body.check_tools()
+    template = body.chat_template or state.chat_template or \
+        _template_text(state.tokenizer)
+    parser = auto_tool_parser(body, state.config, template) if mode == "auto" else None
+    extra = {}
+    forced = forced_structured_outputs(body, mode)
+    if forced is not None:
+        if structured_outputs(body) is not None:
+            raise bad_request(f"tool_choice {body.tool_choice!r} cannot be combined with "
+                              "response_format or structured_outputs", param="tool_choice")
+        extra["structured_outputs"] = forced
+    if parser is not None and parser.markers_are_special(state.tokenizer):
+        extra["skip_special_tokens"] = False   # or the tool-call markers vanish
+    params = body.to_sampling_params(state.generation_defaults, state.max_logprobs, **extra)
+    prompt = chat_prompt(state, body)
+    check_length(state, prompt, params)
+    request_id = new_id("chatcmpl")
+    stream = await generation.admit(state, request_id, [prompt], params, body.priority)
+    responder = ChatResponder(state.tokenizer, body, request_id, state.model_name, params.n,
+                              prompt, mode, parser)
+    if not body.stream:
+        return await _respond(stream, request, lambda outs: responder.response(outs[0]))
+    return EngineStreamResponse(sse_events(stream, responder.chunks,
+                                           first_chunks=responder.first_chunks(),
+                                           final_chunks=responder.final_chunks), stream)
+
+
+def _template_text(tokenizer) -> str | None:
+    template = getattr(tokenizer, "chat_template", None)
+    return template if isinstance(template, str) else (str(template) if template else None)
 
 
 async def _respond(stream, request: Request, make_body) -> Response:
     """The whole response at once; nothing (and an aborted request) if the client left."""
     try:
-        out = await generation.collect(stream, request)
+        outs = await generation.collect(stream, request)
     except generation.ClientDisconnected:
         return Response(status_code=CLIENT_CLOSED)
     except EngineStepError as exc:
         raise APIError(500, str(exc)) from None
-    return JSONResponse(make_body(out))
+    return JSONResponse(make_body(outs))

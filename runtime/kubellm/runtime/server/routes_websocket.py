@@ -13,7 +13,9 @@ from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from kubellm.runtime.server import generation, responses
 from kubellm.runtime.server.async_engine import EngineStepError
 from kubellm.runtime.server.errors import APIError
-from kubellm.runtime.server.protocol import CompletionRequest, parse_body
+from kubellm.runtime.server.prompts import check_length, completion_prompts
+from kubellm.runtime.server.protocol import parse_body
+from kubellm.runtime.server.protocol_completions import CompletionRequest
 from kubellm.runtime.server.responses import ChoiceCursor
 
 router = APIRouter()
@@ -36,20 +38,28 @@ async def ws_completions(websocket: WebSocket):
 
 async def _serve_one(websocket: WebSocket, state, raw: str) -> None:
     body = parse_body(raw.encode(), CompletionRequest)
-    request_id, params, stream = await generation.start(state, body)
-    cursors = [ChoiceCursor(i) for i in range(params.n)]
-    last = None
+    generation.check_model(state, body.model)
+    params = body.to_sampling_params(state.generation_defaults, state.max_logprobs)
+    prompts = completion_prompts(state, body.prompts(), body.truncate_prompt_tokens)
+    for prompt in prompts:
+        check_length(state, prompt, params)
+    request_id = responses.new_id("cmpl")
+    stream = await generation.admit(state, request_id, prompts, params, body.priority)
+    cursors: dict[int, ChoiceCursor] = {}
+    last = [None] * len(prompts)
     try:
-        async for out in stream:
-            last = out
+        async for i, out in stream:
+            last[i] = out
             for comp in out.outputs:
-                step = cursors[comp.index].advance(comp)
+                index = i * params.n + comp.index
+                step = cursors.setdefault(index, ChoiceCursor(index)).advance(comp)
                 if step is not None:
-                    await websocket.send_json({"index": comp.index, "text": step[0],
+                    await websocket.send_json({"index": index, "text": step[0],
                                                "finish_reason": step[3]})
     except EngineStepError as exc:
         raise APIError(500, str(exc)) from None
     finally:
         stream.close()
+    outs = [o for o in last if o is not None]
     await websocket.send_json({"done": True, "id": request_id,
-                               "usage": responses.usage(last) if last else None})
+                               "usage": responses.usage(outs) if outs else None})

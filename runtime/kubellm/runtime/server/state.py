@@ -1,7 +1,7 @@
 """What every route needs to know about the running server, in one object on app.state."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kubellm.runtime.server.async_engine import AsyncLLMEngine
 from kubellm.runtime.server.config import ServerConfig
@@ -17,5 +17,8 @@ class ServerState:
     vocab_size: int            # token ids in prompts must be below this
     config: ServerConfig
     metrics: ServerMetrics
+    generation_defaults: dict = field(default_factory=dict)  # generation_config.json
+    max_logprobs: int = 20       # --max-logprobs (resolved: -1 -> the vocabulary)
+    chat_template: str | None = None   # --chat-template's text; None: the tokenizer's
     is_draining: bool = False  # set on SIGTERM: /ready and new requests answer 503
     num_in_flight: int = 0     # /v1/* requests being answered (what a drain waits for)
