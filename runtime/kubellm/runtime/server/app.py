@@ -24,7 +24,7 @@ from kubellm.runtime.server.state import ServerState
 def build_app(engine, config: ServerConfig) -> FastAPI:
     model_name = config.served_model_name or engine.model_name
     async_engine = AsyncLLMEngine(engine)
-    metrics = ServerMetrics(model_name)
+    metrics = ServerMetrics(model_name, engine.config.max_model_len)
     metrics.attach(async_engine)
     vocab_size = _vocab_size(engine)
     max_logprobs = getattr(engine.config, "max_logprobs", 20)

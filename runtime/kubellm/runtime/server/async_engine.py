@@ -37,6 +37,8 @@ class RequestTimes:
     first_token: float | None = None
     last_token: float | None = None
     num_tokens: int = 0
+    n: int = 1                          # the request's parameters the metrics report
+    max_tokens: int | None = None
 
 
 @dataclass
@@ -106,6 +108,7 @@ class AsyncLLMEngine:
         if request_id in self._streams:
             raise ValueError(f"duplicate request id {request_id!r}")
         stream = RequestStream(self, request_id)
+        stream.times.n, stream.times.max_tokens = params.n, params.max_tokens
         self._streams[request_id] = stream
         done = self._loop.create_future()
         self._send(_Add(request_id, prompt, params, priority, done))

@@ -1,14 +1,20 @@
-"""Prometheus metrics under vLLM's names (so existing dashboards and the autoscaler work).
+"""Prometheus metrics under vLLM's names and labels (``model_name``), so that dashboards,
+the autoscaler and the Gateway API Inference Extension's endpoint picker built for vLLM
+read kubellm unchanged. ``VLLM_METRICS`` lists every vLLM name served (a test holds it).
 
 Each app owns its CollectorRegistry: prometheus_client's default registry is process
 global, and several servers may live in one process (tests, benchmarks). Engine-side
-numbers (queue depth, KV usage, token counters) are read from the engine's last stats
-snapshot at scrape time; latencies are observed as outputs reach the event loop.
+numbers (queue depth, KV usage, token counters, tokens per step) are read from the
+engine's last stats snapshot at scrape time; per-request numbers are observed as outputs
+reach the event loop, from the engine's own timestamps where it keeps them.
 """
 from __future__ import annotations
 
+import time
+
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
+                                    HistogramMetricFamily)
 
 from kubellm.runtime.core.outputs import RequestOutput
 from kubellm.runtime.server.async_engine import AsyncLLMEngine, EngineHooks, RequestTimes
@@ -20,10 +26,15 @@ ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.
                5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
 REQUEST_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0,
                    50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
+PREFILL_TOKEN_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
+N_BUCKETS = (1, 2, 5, 10, 20)
 
-# (prometheus name, stats attribute, help); counters get "_total" appended on exposition.
+# (prometheus name, stats attribute, help); counters get "_total" on exposition.
+# gpu_* names are vLLM's older spellings of the same values, still read by older
+# dashboards and gateways.
 _GAUGES = (("vllm:num_requests_running", "num_running", "requests in the running batch"),
            ("vllm:kv_cache_usage_perc", "kv_cache_usage", "fraction of KV blocks in use (0..1)"),
+           ("vllm:gpu_cache_usage_perc", "kv_cache_usage", "the same as kv_cache_usage_perc"),
            ("kubellm:num_free_kv_blocks", "num_free_blocks", "free KV-cache blocks"),
            ("kubellm:num_kv_blocks", "num_total_blocks", "KV-cache blocks in the pool"))
 _COUNTERS = (("vllm:prompt_tokens", "prompt_tokens_total", "prefill tokens processed"),
@@ -32,85 +43,189 @@ _COUNTERS = (("vllm:prompt_tokens", "prompt_tokens_total", "prefill tokens proce
              ("vllm:prefix_cache_queries", "prefix_cache_queries_total",
               "prompt tokens looked up in the prefix cache"),
              ("vllm:prefix_cache_hits", "prefix_cache_hits_total",
-              "prompt tokens found in the prefix cache"))
+              "prompt tokens found in the prefix cache"),
+             ("vllm:gpu_prefix_cache_queries", "prefix_cache_queries_total",
+              "the same as prefix_cache_queries"),
+             ("vllm:gpu_prefix_cache_hits", "prefix_cache_hits_total",
+              "the same as prefix_cache_hits"))
+
+# name -> (help, buckets or "tokens" for the 1-2-5 series up to max_model_len)
+_HISTOGRAMS = {
+    "vllm:time_to_first_token_seconds": ("time to first token", TTFT_BUCKETS),
+    "vllm:inter_token_latency_seconds": ("time between tokens", ITL_BUCKETS),
+    "vllm:time_per_output_token_seconds": ("time between tokens (older name)", ITL_BUCKETS),
+    "vllm:request_time_per_output_token_seconds": ("a request's mean time per output "
+                                                   "token after the first", ITL_BUCKETS),
+    "vllm:e2e_request_latency_seconds": ("arrival to finish", REQUEST_BUCKETS),
+    "vllm:request_queue_time_seconds": ("time waiting before first scheduled",
+                                        REQUEST_BUCKETS),
+    "vllm:request_inference_time_seconds": ("first scheduled to finish", REQUEST_BUCKETS),
+    "vllm:request_prefill_time_seconds": ("first scheduled to first token", REQUEST_BUCKETS),
+    "vllm:request_decode_time_seconds": ("first token to finish", REQUEST_BUCKETS),
+    "vllm:time_per_prefill_token_request_seconds": ("prefill time per prompt token",
+                                                    PREFILL_TOKEN_BUCKETS),
+    "vllm:request_prompt_tokens": ("prompt tokens per request", "tokens"),
+    "vllm:request_generation_tokens": ("tokens generated per request", "tokens"),
+    "vllm:request_max_num_generation_tokens": ("most tokens any of a request's n samples "
+                                               "generated", "tokens"),
+    "vllm:request_params_max_tokens": ("the max_tokens request parameter", "tokens"),
+    "vllm:request_params_n": ("the n request parameter", N_BUCKETS),
+}
+ITERATION_TOKENS = "vllm:iteration_tokens_total"
+VLLM_METRICS = sorted({"vllm:num_requests_waiting", "vllm:request_success_total",
+                       "vllm:gpu_prefix_cache_hit_rate",
+                       "vllm:cache_config_info", "vllm:lora_requests_info", ITERATION_TOKENS,
+                       *(n for n, _, _ in _GAUGES if n.startswith("vllm:")),
+                       *(n + "_total" for n, _, _ in _COUNTERS), *_HISTOGRAMS})
+
+
+def token_buckets(max_value: int) -> tuple[int, ...]:
+    """1, 2, 5, 10, 20, 50, ... up to ``max_value`` (vLLM's token-count buckets)."""
+    buckets, scale = [], 1
+    while True:
+        for mantissa in (1, 2, 5):
+            if mantissa * scale > max_value:
+                return tuple(buckets)
+            buckets.append(mantissa * scale)
+        scale *= 10
 
 
 class _EngineStatsCollector:
-    """Gauges and counters read from the engine's stats snapshot at scrape time."""
+    """Gauges, counters and the tokens-per-step histogram read from the engine's stats
+    snapshot at scrape time, and the two info gauges vLLM's consumers read."""
 
-    def __init__(self, async_engine: AsyncLLMEngine, model_name: str):
+    def __init__(self, async_engine: AsyncLLMEngine, model_name: str, cache_info: dict):
         self.async_engine = async_engine
         self.model_name = model_name
+        self.cache_info = cache_info
 
     def collect(self):
         stats = self.async_engine.stats
+        labels = ["model_name"]
         waiting = GaugeMetricFamily("vllm:num_requests_waiting",
                                     "requests waiting to be scheduled (queue depth)",
-                                    labels=["model_name"])
+                                    labels=labels)
         waiting.add_metric([self.model_name], self.async_engine.num_waiting)
         yield waiting
         for name, attr, help_text in _GAUGES:
-            gauge = GaugeMetricFamily(name, help_text, labels=["model_name"])
+            gauge = GaugeMetricFamily(name, help_text, labels=labels)
             gauge.add_metric([self.model_name], float(getattr(stats, attr, 0) or 0))
             yield gauge
         for name, attr, help_text in _COUNTERS:
-            counter = CounterMetricFamily(name, help_text, labels=["model_name"])
+            counter = CounterMetricFamily(name, help_text, labels=labels)
             counter.add_metric([self.model_name], float(getattr(stats, attr, 0) or 0))
             yield counter
+        rate = GaugeMetricFamily("vllm:gpu_prefix_cache_hit_rate", "prefix cache hits over "
+                                 "queries since the start (vLLM's older gauge)", labels=labels)
+        queries = float(getattr(stats, "prefix_cache_queries_total", 0) or 0)
+        hits = float(getattr(stats, "prefix_cache_hits_total", 0) or 0)
+        rate.add_metric([self.model_name], hits / queries if queries else 0.0)
+        yield rate
+        snapshot = getattr(stats, "iteration_tokens", None)
+        if snapshot is not None:
+            bounds, cumulative, total = snapshot
+            family = HistogramMetricFamily(ITERATION_TOKENS, "tokens per engine step",
+                                           labels=labels)
+            edges = [str(float(b)) for b in bounds] + ["+Inf"]
+            family.add_metric([self.model_name], list(zip(edges, cumulative)), total)
+            yield family
+        info = GaugeMetricFamily("vllm:cache_config_info", "the KV cache's configuration",
+                                 labels=list(self.cache_info))
+        info.add_metric(list(self.cache_info.values()), 1.0)
+        yield info
+        # kubellm serves no LoRA adapters; the endpoint picker reads the labels, and the
+        # value (the time) tells it the series is current
+        lora = GaugeMetricFamily("vllm:lora_requests_info", "running and waiting LoRA "
+                                 "adapters", labels=["max_lora", "running_lora_adapters",
+                                                     "waiting_lora_adapters"])
+        lora.add_metric(["0", "", ""], time.time())
+        yield lora
+
+
+def cache_info(engine) -> dict[str, str]:
+    """vllm:cache_config_info's labels (vLLM's CacheConfig fields) from an engine."""
+    config, kv = engine.config, getattr(engine, "kv", None)
+    num_blocks = getattr(kv, "num_blocks", None)
+    return {"block_size": str(config.block_size), "cache_dtype": "auto",
+            "cpu_offload_gb": "0", "enable_prefix_caching": str(config.enable_prefix_caching),
+            "gpu_memory_utilization": str(config.gpu_memory_utilization),
+            "is_attention_free": "False", "num_cpu_blocks": "None",
+            "num_gpu_blocks": str(num_blocks), "num_gpu_blocks_override":
+            str(config.num_kv_blocks), "sliding_window": "None", "swap_space": "0"}
 
 
 class ServerMetrics:
-    def __init__(self, model_name: str):
+    def __init__(self, model_name: str, max_model_len: int = 8192):
         self.model_name = model_name
         self.registry = CollectorRegistry(auto_describe=False)
         labels = ["model_name"]
-        self.ttft = Histogram("vllm:time_to_first_token_seconds", "time to first token",
-                              labels, buckets=TTFT_BUCKETS, registry=self.registry)
-        self.itl = Histogram("vllm:inter_token_latency_seconds", "time between tokens",
-                             labels, buckets=ITL_BUCKETS, registry=self.registry)
-        self.e2e = Histogram("vllm:e2e_request_latency_seconds", "arrival to finish",
-                             labels, buckets=REQUEST_BUCKETS, registry=self.registry)
-        self.queue_time = Histogram("vllm:request_queue_time_seconds",
-                                    "time waiting before first scheduled", labels,
-                                    buckets=REQUEST_BUCKETS, registry=self.registry)
+        self.histograms: dict[str, Histogram] = {}
+        for name, (help_text, buckets) in _HISTOGRAMS.items():
+            if buckets == "tokens":
+                buckets = token_buckets(max_model_len)
+            self.histograms[name] = Histogram(name, help_text, labels, buckets=buckets,
+                                              registry=self.registry)
         self.success = Counter("vllm:request_success", "finished requests",
                                labels + ["finished_reason"], registry=self.registry)
         # series exist (at 0) from the start, so rates and dashboards work before traffic
-        for histogram in (self.ttft, self.itl, self.e2e, self.queue_time):
+        for histogram in self.histograms.values():
             histogram.labels(model_name)
         for reason in ("stop", "length", "abort"):
             self.success.labels(model_name, reason)
 
     def attach(self, async_engine: AsyncLLMEngine) -> None:
-        self.registry.register(_EngineStatsCollector(async_engine, self.model_name))
+        self.registry.register(_EngineStatsCollector(async_engine, self.model_name,
+                                                     cache_info(async_engine.engine)))
         async_engine.hooks = EngineHooks(on_output=self.on_output, on_abort=self.on_abort)
+
+    def _observe(self, name: str, value) -> None:
+        if value is not None:
+            self.histograms[name].labels(self.model_name).observe(max(0.0, value))
 
     def on_output(self, out: RequestOutput, times: RequestTimes, now: float) -> None:
         num_tokens = sum(len(o.token_ids) for o in out.outputs)
         if num_tokens > times.num_tokens:
             if times.first_token is None:
                 times.first_token = now
-                self.ttft.labels(self.model_name).observe(now - times.arrival)
+                self._observe("vllm:time_to_first_token_seconds", now - times.arrival)
             else:
-                self.itl.labels(self.model_name).observe(now - times.last_token)
+                self._observe("vllm:inter_token_latency_seconds", now - times.last_token)
+                self._observe("vllm:time_per_output_token_seconds", now - times.last_token)
             times.last_token = now
             times.num_tokens = num_tokens
         if out.finished:
-            self.e2e.labels(self.model_name).observe(now - times.arrival)
-            reason = out.outputs[0].finish_reason if out.outputs else "stop"
-            self.success.labels(self.model_name, reason or "stop").inc()
-            queued = _queue_seconds(out)
-            if queued is not None:
-                self.queue_time.labels(self.model_name).observe(queued)
+            self._on_finished(out, times, now, num_tokens)
+
+    def _on_finished(self, out: RequestOutput, times: RequestTimes, now: float,
+                     num_tokens: int) -> None:
+        self._observe("vllm:e2e_request_latency_seconds", now - times.arrival)
+        reason = out.outputs[0].finish_reason if out.outputs else "stop"
+        self.success.labels(self.model_name, reason or "stop").inc()
+        m = out.metrics or {}
+        arrival, scheduled = m.get("arrival_time"), m.get("first_scheduled_time")
+        first, finished = m.get("first_token_time"), m.get("finished_time")
+        num_prompt = len(out.prompt_token_ids)
+        self._observe("vllm:request_queue_time_seconds", _span(arrival, scheduled))
+        self._observe("vllm:request_inference_time_seconds", _span(scheduled, finished))
+        prefill = _span(scheduled, first)
+        self._observe("vllm:request_prefill_time_seconds", prefill)
+        if prefill is not None and num_prompt:
+            self._observe("vllm:time_per_prefill_token_request_seconds", prefill / num_prompt)
+        decode = _span(first, finished)
+        self._observe("vllm:request_decode_time_seconds", decode)
+        longest = max((len(o.token_ids) for o in out.outputs), default=0)
+        if decode is not None and longest > 1:
+            self._observe("vllm:request_time_per_output_token_seconds",
+                          decode / (longest - 1))
+        self._observe("vllm:request_prompt_tokens", num_prompt)
+        self._observe("vllm:request_generation_tokens", num_tokens)
+        self._observe("vllm:request_max_num_generation_tokens", longest)
+        self._observe("vllm:request_params_n", times.n)
+        self._observe("vllm:request_params_max_tokens", times.max_tokens)
 
     def on_abort(self, times: RequestTimes) -> None:
         self.success.labels(self.model_name, "abort").inc()
 
 
-def _queue_seconds(out: RequestOutput) -> float | None:
-    """Waiting time from the engine's own timestamps, when it records them."""
-    m = out.metrics or {}
-    start, scheduled = m.get("arrival_time"), m.get("first_scheduled_time")
-    if start is None or scheduled is None:
-        return None
-    return max(0.0, scheduled - start)
+def _span(start: float | None, end: float | None) -> float | None:
+    return None if start is None or end is None else max(0.0, end - start)
