@@ -87,7 +87,8 @@ class ConstraintApplier:
         import xgrammar as xgr  # loaded already: a grammar exists only once it was compiled
         batch, vocab = logits.shape
         bitmask = self._host_bitmask(batch, (vocab + 31) // 32, logits.device)
-        bitmask.fill_(-1)                     # all allowed; grammar rows overwrite theirs
+        # all allowed; grammar rows overwrite theirs (numpy: one thread, no pool wake-up)
+        bitmask.numpy().fill(-1)
         for i in rows:
             grammar = constraints[i].grammar
             grammar.advance(output_token_ids[i])
