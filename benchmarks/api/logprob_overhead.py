@@ -56,6 +56,32 @@ def decode_ms(llm, batch: int, context: int, steps: int, logprobs) -> dict:
     return timed
 
 
+def sampler_ms(batch: int, vocab: int, device: str, repeats: int) -> dict:
+    """The sampler alone on random logits (median ms per call), the settings interleaved:
+    what logprobs add to a step without the forward pass's noise around it."""
+    import torch
+    from kubellm.runtime import SamplingParams
+    from kubellm.runtime.worker.sampler import Sampler, SamplingState
+    settings = (None, 0, 5, 20)
+    states = {lp: [SamplingState.create(SamplingParams(temperature=0.8, logprobs=lp), [1])
+                   for _ in range(batch)] for lp in settings}
+    sampler = Sampler({2})
+    logits = torch.randn(batch, vocab, device=device)
+    times: dict = {lp: [] for lp in settings}
+    for _ in range(repeats):
+        for lp in settings:
+            if device == "cuda":
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            sampler.sample(logits, states[lp], constrained=False).result()
+            times[lp].append((time.perf_counter() - t0) * 1e3)
+    import statistics
+    base = statistics.median(times[None])
+    return {str(lp): {"ms": round(statistics.median(t), 3),
+                      "vs_off": round(statistics.median(t) / base, 3)}
+            for lp, t in times.items()}
+
+
 def prefill_s(llm, num_prompts: int, length: int, prompt_logprobs, repeats: int) -> float:
     from kubellm.runtime import SamplingParams
     rng = random.Random(1)
@@ -101,12 +127,14 @@ def main() -> int:
     base = decode["None"]["step_ms"]
     for row in decode.values():
         row["vs_off"] = round(row["step_ms"] / base, 3)
+    sampler = sampler_ms(batch, shape["vocab_size"], args.device, 3 if args.smoke else 30)
     prefill = {str(pl): round(prefill_s(llm, num_prompts, length, pl, 1 if args.smoke else 3),
                               4) for pl in (None, 1, 5)}
     result = {"device": args.device, "vocab_size": shape["vocab_size"],
               "layers": shape["num_hidden_layers"], "hidden_size": shape["hidden_size"],
               "decode": {"batch": batch, "context": context, "steps": steps,
                          "by_logprobs": decode},
+              "sampler": {"batch": batch, "by_logprobs": sampler},
               "prefill": {"prompts": num_prompts, "length": length, "seconds_by_prompt_logprobs":
                           prefill, "vs_off": {k: round(v / prefill["None"], 3)
                                               for k, v in prefill.items()}}}
@@ -119,6 +147,9 @@ def main() -> int:
              f"decode, batch {batch}, context {context} (ms per step):", "",
              "| logprobs | step ms | vs off |", "|---|---|---|"]
     lines += [f"| {k} | {v['step_ms']} | {v['vs_off']} |" for k, v in decode.items()]
+    lines += ["", f"the sampler alone, batch {batch} (median ms per call):", "",
+              "| logprobs | ms | vs off |", "|---|---|---|"]
+    lines += [f"| {k} | {v['ms']} | {v['vs_off']} |" for k, v in sampler.items()]
     lines += ["", f"prefill of {num_prompts} x {length}-token prompts (s):", "",
               "| prompt_logprobs | seconds | vs off |", "|---|---|---|"]
     lines += [f"| {k} | {v} | {result['prefill']['vs_off'][k]} |" for k, v in prefill.items()]

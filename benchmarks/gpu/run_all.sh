@@ -11,7 +11,8 @@
 #   STAGES="api" bash benchmarks/gpu/run_all.sh     # structured outputs and logprobs on the
 #     GPU (~4 min): carry .serve-bench (its whl/ holds xgrammar, which the image lacks);
 #     CUDA tests of the grammar mask and prompt logprobs, then benchmarks/api/mask_bench.py
-#     (batch 64, vocab 128256) and benchmarks/api/logprob_overhead.py (Llama-3-8B shape)
+#     (batch 64, vocab 128256), grammar_engines.py (xgrammar vs llguidance on this host's
+#     CPU) and logprob_overhead.py (Llama-3-8B shape)
 # Results land in $OUT (JSON, PNG, logs).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -48,6 +49,8 @@ for stage in $STAGES; do
              python3 -m benchmarks.api.mask_bench --device cuda --vocab-size 128256 \
                --tokenizer .serve-bench/tokenizer --out "$OUT" 2>&1 | tee "$OUT/mask_bench.log" \
                | tail -12
+             python3 -m benchmarks.api.grammar_engines --tokenizer .serve-bench/tokenizer \
+               --out "$OUT" 2>&1 | tee "$OUT/grammar_engines.log" | tail -16
              python3 -m benchmarks.api.logprob_overhead --device cuda --out "$OUT" 2>&1 \
                | tee "$OUT/logprob_overhead.log" | grep -v Warning | tail -20 ;;
   esac

@@ -23,8 +23,9 @@ PY
   -d "$dest/whl" fastapi starlette uvicorn pydantic pydantic-core annotated-types \
   typing-inspection typing-extensions annotated-doc opentelemetry-api anyio click h11 \
   httpx httpcore sniffio certifi idna pyyaml
-# structured outputs (STAGES=api): xgrammar's wheels are manylinux_2_27/2_28
+# structured outputs (STAGES=api): xgrammar (and llguidance, which its benchmark compares
+# it with); their wheels are manylinux_2_27 / 2_28 / 2_31
 "$python" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
-  --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
-  -d "$dest/whl" "xgrammar>=0.2.9" apache-tvm-ffi
+  --platform manylinux_2_31_x86_64 --platform manylinux_2_28_x86_64 \
+  --platform manylinux_2_27_x86_64 -d "$dest/whl" "xgrammar>=0.2.9" apache-tvm-ffi llguidance
 ls "$dest/tokenizer" "$dest/whl"

@@ -32,4 +32,16 @@ def test_logprob_overhead_smoke(tmp_path):
     assert set(result["decode"]["by_logprobs"]) == {"None", "0", "5", "20"}
     assert all(row["step_ms"] > 0 for row in result["decode"]["by_logprobs"].values())
     assert set(result["prefill"]["seconds_by_prompt_logprobs"]) == {"None", "1", "5"}
+    assert all(row["ms"] > 0 for row in result["sampler"]["by_logprobs"].values())
     assert "prompt_logprobs" in (tmp_path / "logprob_overhead_cpu.md").read_text()
+
+
+def test_grammar_engines_smoke(tmp_path, tokenizer_dir):
+    run("benchmarks.api.grammar_engines", "--out", str(tmp_path), "--tokenizer",
+        tokenizer_dir)
+    result = json.loads((tmp_path / "grammar_engines.json").read_text())
+    engines = {row["engine"] for row in result["rows"]}
+    assert engines == {"xgrammar", "llguidance"}, result["skipped"]
+    for row in result["rows"]:
+        assert row["fill_us_per_seq"] >= 0 and row["accept_us_per_seq"] >= 0
+    assert "| llguidance | json_schema |" in (tmp_path / "grammar_engines.md").read_text()

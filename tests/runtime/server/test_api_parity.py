@@ -141,3 +141,13 @@ def test_unknown_fields_are_accepted_and_logged_once(client, caplog):
                                             extra_body={"frobnicate_level": 3})
             assert out.choices[0].finish_reason in ("stop", "length")
     assert sum("frobnicate_level" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_generation_config_defaults_fill_unset_fields():
+    from kubellm.runtime.server.protocol import parse_body
+    from kubellm.runtime.server.protocol_chat import ChatCompletionRequest
+    defaults = {"temperature": 0.3, "top_k": 7, "max_tokens": 9}
+    body = parse_body(b'{"messages": [{"role": "user", "content": "x"}], "top_k": 2}',
+                      ChatCompletionRequest)
+    params = body.to_sampling_params(defaults, max_logprobs=20)
+    assert (params.temperature, params.top_k, params.max_tokens) == (0.3, 2, 9)

@@ -77,3 +77,18 @@ def test_special_requests_are_counted_until_they_finish(llm):
     assert scheduler.num_special == 0
     while llm.engine.has_unfinished_requests():
         llm.engine.step()
+
+
+def test_grammar_masks_agree_with_and_without_async_scheduling(llm, tiny_model_dir):
+    """Run ahead, a step's mask must still see the token the step before it sampled."""
+    spec = {"json": {"type": "object", "properties": {"k": {"type": "string",
+                                                            "maxLength": 6}},
+                     "required": ["k"], "additionalProperties": False}}
+    params = [SamplingParams(temperature=1.0, seed=s, max_tokens=60, structured_outputs=spec)
+              for s in range(3)] + [SamplingParams(temperature=1.0, seed=9, max_tokens=20)]
+    prompts = ["a", "b", "c", "d"]
+    waiting = LLM(tiny_model_dir, max_model_len=256, num_kv_blocks=64,
+                  async_scheduling=False)
+    want = [o.outputs[0].token_ids for o in waiting.generate(prompts, params)]
+    assert llm.engine.run_ahead
+    assert [o.outputs[0].token_ids for o in llm.generate(prompts, params)] == want

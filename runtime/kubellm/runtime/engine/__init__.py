@@ -1,6 +1,7 @@
 """kubellm.runtime.engine: the engine loop and its assembly — ``LLMEngine`` (add_request /
-step), the offline ``LLM`` API, and ``builder`` (a config -> an engine, single-process or
-distributed; ``parts`` holds what both assemblies share).
+step, with ``request_checks``), the offline ``LLM`` API (generate, chat), ``chat`` (chat
+templates, shared with the server), ``generation_defaults`` (generation_config.json),
+and ``builder`` (a config -> an engine, single-process or distributed).
 
 May import: every runtime subpackage but ``server`` and ``cli``.
 """

@@ -18,6 +18,8 @@ from kubellm.runtime.core.outputs import RequestOutput
 from kubellm.runtime.core.request import Request
 from kubellm.runtime.core.sampling_params import ParameterError, SamplingParams
 from kubellm.runtime.core.scheduler import Scheduler, SchedulerOutput
+from kubellm.runtime.engine.request_checks import (PromptTooLongError, check_params,
+                                                   check_prompt)
 
 log = logging.getLogger(__name__)
 
@@ -29,10 +31,6 @@ class TokenizedPrompt:
     outputs and does not encode it again on its own thread."""
     text: str
     token_ids: list[int]
-
-
-class PromptTooLongError(ValueError):
-    """The prompt (plus room for one token) does not fit ``max_model_len``."""
 
 
 @dataclass
@@ -248,34 +246,10 @@ class LLMEngine:
 
     def check_params(self, params: SamplingParams) -> None:
         """What only the engine knows: the logprob limit, its vocabulary, its layout."""
-        limit = self.config.max_logprobs
-        if limit == -1:
-            limit = self.vocab_size
-        for name in ("logprobs", "prompt_logprobs"):
-            value = getattr(params, name)
-            if value is not None and value > limit:
-                raise ParameterError(name, f"must be <= {limit} (the server's --max-logprobs)")
-        if params.prompt_logprobs is not None and \
-                self.config.tensor_parallel_size * self.config.pipeline_parallel_size > 1:
-            raise ParameterError("prompt_logprobs", "not supported yet when the model spans "
-                                                    "processes (tensor/pipeline parallel)")
-        vocab = self.vocab_size
-        bad = [t for t in params.stop_token_ids if t >= vocab]
-        if bad:
-            raise ParameterError("stop_token_ids", f"token id {bad[0]} is outside the "
-                                                   f"vocabulary [0, {vocab})")
+        check_params(params, self.config, self.vocab_size)
 
     def _check_prompt(self, token_ids: list[int], params: SamplingParams) -> None:
-        if not token_ids:
-            raise ParameterError("prompt", "must not be empty")
-        max_len = self.config.max_model_len
-        if len(token_ids) + 1 > max_len:
-            raise PromptTooLongError(
-                f"the prompt has {len(token_ids)} tokens; max_model_len is {max_len}, which "
-                "leaves no room to generate")
-        vocab = self.vocab_size
-        if min(token_ids) < 0 or max(token_ids) >= vocab:
-            raise ValueError(f"prompt token ids must lie in [0, {vocab})")
+        check_prompt(token_ids, self.config.max_model_len, self.vocab_size)
 
     def _make_sampling_state(self, seq: Request, index: int, grammar=None):
         from kubellm.runtime.worker.logits_constraints import LogitsConstraints

@@ -53,8 +53,9 @@ class ChatResponder:
 
     def _choice(self, comp: CompletionOutput) -> dict:
         content, calls = self.split(comp.text)
-        message = {"role": "assistant", "content": self.echo + content
-                   if content is not None or self.echo else None}
+        if self.echo:
+            content = self.echo + (content or "")
+        message = {"role": "assistant", "content": content}
         if calls:
             message["tool_calls"] = [c.to_openai() for c in calls]
         choice = {"index": comp.index, "message": message,

@@ -76,7 +76,7 @@ class ChatCompletionRequest(_SamplingFields):
     chat_template: str | None = None
     chat_template_kwargs: dict[str, Any] | None = None
     add_special_tokens: bool = False
-    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
+    reasoning_effort: str | None = None     # passed to templates that read it
 
     def to_sampling_params(self, defaults: dict, max_logprobs: int, **extra
                            ) -> SamplingParams:
