@@ -32,6 +32,8 @@ def check_model(state: ServerState, model: str | None) -> None:
 async def admit(state: ServerState, request_id: str, prompts: list[Prompt],
                 params: SamplingParams, priority: int) -> "MultiStream":
     """Admit one engine request per prompt; if any is refused, abort those admitted."""
+    if params.structured_outputs is not None:
+        await _compile_ahead(state, params)
     streams: list[RequestStream] = []
     try:
         for i, prompt in enumerate(prompts):
@@ -45,6 +47,19 @@ async def admit(state: ServerState, request_id: str, prompts: list[Prompt],
             stream.close()
         raise
     return MultiStream(streams)
+
+
+async def _compile_ahead(state: ServerState, params: SamplingParams) -> None:
+    """Compile the request's grammar on a worker thread (xgrammar releases the GIL), so
+    that the engine's own compile is a hit in xgrammar's cache and its step loop never
+    waits for a new schema; a spec that does not compile is a 400 before admission."""
+    grammar = getattr(getattr(state.async_engine, "engine", None), "grammar", None)
+    if grammar is None:
+        return
+    try:
+        await asyncio.to_thread(lambda: grammar.get().compile(params.structured_outputs))
+    except ParameterError as exc:
+        raise bad_request(str(exc), param=exc.param) from None
 
 
 async def _admit_one(state, request_id, prompt, params, priority, prompt_param):

@@ -22,8 +22,10 @@ log = logging.getLogger(__name__)
 _CACHE_LIMIT_BYTES = 512 << 20   # xgrammar's compile cache (repeats cost <= 0.1 ms)
 # Whitespace characters allowed between JSON tokens. Unbounded, a model can fill its whole
 # budget with whitespace inside a JSON object (seen with a random model: 60 tokens of
-# newlines and tabs); 32 still allows pretty-printing nested 7 levels deep.
-MAX_JSON_WHITESPACE = 32
+# newlines and tabs; vLLM users meet it as endless newlines). 20 still allows 4-space
+# pretty-printing 4 levels deep. The bound costs compile time (small schema, loaded CPU:
+# 8 -> ~40 ms), which the server spends off the engine's thread (server/generation.py).
+MAX_JSON_WHITESPACE = 20
 
 
 class GrammarCompiler:
@@ -124,8 +126,8 @@ def tokenizer_info(tokenizer, vocab_size: int, stop_token_ids: list[int]):
 
 
 class LazyGrammarCompiler:
-    """Builds the GrammarCompiler on first use (importing xgrammar takes seconds);
-    ``warm_up()`` does it ahead of time on a background thread."""
+    """Builds the GrammarCompiler on first use: importing xgrammar takes seconds, and a
+    server that never sees a structured request never pays them."""
 
     def __init__(self, tokenizer, vocab_size: int, stop_token_ids):
         self._args = (tokenizer, vocab_size, sorted(stop_token_ids))
@@ -135,17 +137,8 @@ class LazyGrammarCompiler:
     def get(self) -> GrammarCompiler:
         with self._lock:
             if self._compiler is None:
-                tokenizer = self._args[0]
-                if tokenizer is None:
+                if self._args[0] is None:
                     raise ParameterError("structured_outputs", "this engine has no tokenizer "
                                          "(skip_tokenizer_init): structured outputs need one")
                 self._compiler = GrammarCompiler(*self._args)
             return self._compiler
-
-    def warm_up(self) -> None:
-        def run():
-            try:
-                self.get()
-            except Exception:  # reported again, to the request, on first real use
-                log.warning("grammar engine warm-up failed", exc_info=True)
-        threading.Thread(target=run, name="kubellm-grammar-warmup", daemon=True).start()

@@ -2,8 +2,8 @@
 
 Order (the one vLLM and HF use): a request's own constraints (grammar mask,
 allowed_token_ids, logit_bias; logits_constraints.py), repetition penalty,
-frequency/presence penalties, min_tokens masking, then greedy rows take the argmax; the others are divided by their
-temperature, masked by top-k, top-p and min-p, and sampled. Logprobs, when asked for,
+frequency/presence penalties, min_tokens masking, then greedy rows take the argmax; the
+others are divided by their temperature, masked by top-k, top-p and min-p, and sampled. Logprobs, when asked for,
 come from the RAW logits (before penalties and temperature), as vLLM reports by default.
 
 Sampling is an exponential race, argmax(p / q) with q ~ Exp(1) per token: it draws exactly
