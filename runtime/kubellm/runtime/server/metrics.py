@@ -73,7 +73,7 @@ _HISTOGRAMS = {
 }
 ITERATION_TOKENS = "vllm:iteration_tokens_total"
 VLLM_METRICS = sorted({"vllm:num_requests_waiting", "vllm:request_success_total",
-                       "vllm:gpu_prefix_cache_hit_rate",
+                       "vllm:gpu_prefix_cache_hit_rate", "vllm:tokens_total",
                        "vllm:cache_config_info", "vllm:lora_requests_info", ITERATION_TOKENS,
                        *(n for n, _, _ in _GAUGES if n.startswith("vllm:")),
                        *(n + "_total" for n, _, _ in _COUNTERS), *_HISTOGRAMS})
@@ -115,6 +115,12 @@ class _EngineStatsCollector:
             counter = CounterMetricFamily(name, help_text, labels=labels)
             counter.add_metric([self.model_name], float(getattr(stats, attr, 0) or 0))
             yield counter
+        tokens = CounterMetricFamily("vllm:tokens", "prompt and generated tokens (vLLM's "
+                                     "older counter)", labels=labels)
+        tokens.add_metric([self.model_name],
+                          float(getattr(stats, "prompt_tokens_total", 0) or 0)
+                          + float(getattr(stats, "generation_tokens_total", 0) or 0))
+        yield tokens
         rate = GaugeMetricFamily("vllm:gpu_prefix_cache_hit_rate", "prefix cache hits over "
                                  "queries since the start (vLLM's older gauge)", labels=labels)
         queries = float(getattr(stats, "prefix_cache_queries_total", 0) or 0)
