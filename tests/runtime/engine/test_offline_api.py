@@ -96,3 +96,14 @@ def test_generation_config_defaults(tiny_model_dir, tmp_path):
     assert len(llm.generate("Hi")[0].outputs[0].token_ids) <= 3
     plain = LLM(str(model), max_model_len=128, num_kv_blocks=16, generation_config="vllm")
     assert plain.get_default_sampling_params().temperature == 1.0
+
+
+def test_prompt_logprobs_refused_across_processes():
+    from kubellm.runtime.config import EngineConfig
+    from kubellm.runtime.engine.request_checks import check_params
+    config = EngineConfig(tensor_parallel_size=2, max_logprobs=-1)
+    with pytest.raises(ParameterError, match="prompt_logprobs"):
+        check_params(SamplingParams(prompt_logprobs=1), config, vocab_size=100)
+    check_params(SamplingParams(logprobs=100), config, vocab_size=100)   # -1: the vocabulary
+    with pytest.raises(ParameterError, match="logprobs"):
+        check_params(SamplingParams(logprobs=101), config, vocab_size=100)
