@@ -47,7 +47,7 @@ class Config:
     model: str = "8b"        # "8b" or "70b" (Llama-3 shapes, dummy weights)
     check: bool = True       # greedy top-5 agreement against tp1
     bench: bool = True       # workload W
-    eager: bool = False      # no CUDA graphs, no async scheduling: as TP/PP engines run
+    eager: bool = False      # no CUDA graphs, no async scheduling
 
     @property
     def num_gpus(self) -> int:
@@ -64,7 +64,7 @@ def plan(smoke: bool) -> list[Config]:
             big, Config("tp1-eager", 1, 1, check=False, eager=True)]
 
 
-OPT_IN = {"tp1-eager"}  # the like-for-like baseline of TP/PP scaling: one more run
+OPT_IN = {"tp1-eager"}  # TP=1 without graphs and async scheduling: one more run
 
 
 def engine_kwargs(cfg: Config, smoke: bool) -> dict:

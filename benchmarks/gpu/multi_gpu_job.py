@@ -1,5 +1,5 @@
-"""One configuration of the multi-GPU benchmark, in its own process (a distributed engine
-owns its process group, and a failing group ends the process):
+"""One configuration of the multi-GPU benchmark, in its own process (a configuration that
+fails or hangs takes nothing of the others' down with it):
 
     python -m benchmarks.gpu.multi_gpu_job JOB.json RESULT.json
 
@@ -35,8 +35,7 @@ def main(job_path: str, result_path: str) -> None:
         result["check"] = greedy_top5(llm, job["check_prompts"])
     if job.get("w_prompts"):
         result["w"] = run_w(llm, job["w_prompts"], job["output_len"])
-    if hasattr(llm.engine.executor, "shutdown"):
-        llm.engine.executor.shutdown()
+    llm.shutdown()
     with open(result_path, "w") as fh:
         json.dump(result, fh)
 

@@ -19,7 +19,7 @@ def summarize(result: dict) -> None:
     base = configs.get("tp1", {}).get("w", {}).get("output_tok_s")
     result["rows"] = {name: _row(res, base) for name, res in configs.items()}
     eager = configs.get("tp1-eager", {}).get("w", {}).get("output_tok_s")
-    if eager:  # scaling with graphs and async scheduling set apart (JSON only)
+    if eager:  # against TP=1 without graphs and async scheduling (JSON only)
         for name, row in result["rows"].items():
             row["efficiency_vs_tp1_eager"] = _row(configs[name], eager)["efficiency"]
 
@@ -72,8 +72,8 @@ def _mean_over_ranks(ranks: list[dict] | None) -> dict:
 def markdown(result: dict) -> str:
     device = result.get("device") or "GPU"
     lines = [f"{result['visible_gpus']} x {device} visible; collectives timed every "
-             f"{result['timing_every']} steps; TP/PP engines run without CUDA graphs or async "
-             "scheduling (tp1-eager: TP=1 run the same way).", "",
+             f"{result['timing_every']} steps; every engine runs with CUDA graphs and async "
+             "scheduling (tp1-eager: TP=1 without either).", "",
              "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     for name, row in result["rows"].items():
         cells = [name, row["gpus"], row["agreement"], row["output_tok_s"], row["efficiency"],

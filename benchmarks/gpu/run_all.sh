@@ -13,6 +13,10 @@
 #     CUDA tests of the grammar mask and prompt logprobs, then benchmarks/api/mask_bench.py
 #     (batch 64, vocab 128256), grammar_engines.py (xgrammar vs llguidance on this host's
 #     CPU) and logprob_overhead.py (Llama-3-8B shape)
+#   STAGES="mp" bash benchmarks/gpu/run_all.sh      # one GPU: workload W through the
+#     multi-process engine at one rank (NCCL) vs the single-process engine in one run, and
+#     GPU memory after each engine's shutdown (benchmarks/gpu/mp_engine.py), then the
+#     lifecycle GPU test (tests/gpu/test_engine_lifecycle_cuda.py); ~5 min
 # Results land in $OUT (JSON, PNG, logs).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -32,9 +36,17 @@ for stage in $STAGES; do
                | tee "$OUT/kernels.log" | tail -20 ;;
     w)       python3 -m benchmarks.gpu.workload_w --out "$OUT" --compare-hf 2>&1 \
                | tee "$OUT/workload_w.log" | grep -v Warning | tail -20 ;;
+    # issue 14's loads (HTTP vs the engine in process, ratios and targets printed), the
+    # server with 4 API server processes; stack-sample profiles of every process in
+    # $OUT/serve_profiles (engine_core, api_server_N, in_process .profile.txt)
     serve)   bash benchmarks/serving/run_h200.sh "$OUT" .serve-bench/tokenizer .serve-bench/whl \
-               -- --request-rates 4,16,inf --num-prompts 64 --max-model-len 2048 \
-               --max-num-seqs 128 2>&1 | tail -20 ;;
+               -- --workloads 64@16,64@inf,512@64,512@inf --max-model-len 2048 \
+               --max-num-seqs 256 --api-server-count 4 --profile-dir "$OUT/serve_profiles" \
+               2>&1 | tail -40 ;;
+    mp)      python3 -m benchmarks.gpu.mp_engine --out "$OUT" 2>&1 \
+               | tee "$OUT/mp_engine.log" | grep -v Warning | tail -20
+             python3 -m pytest -m gpu tests/gpu/test_engine_lifecycle_cuda.py -q \
+               -p no:cacheprovider 2>&1 | tee "$OUT/mp_lifecycle_tests.log" | tail -5 ;;
     multi)   KUBELLM_TEST_TOKENIZER_DIR=$PWD/.serve-bench/tokenizer NCCL_NVLS_ENABLE=0 python3 -m pytest -m gpu tests/runtime/distributed -q \
                -p no:cacheprovider 2>&1 | tee "$OUT/multi_gpu_tests.log" | tail -20
              # shellcheck disable=SC2086  # MULTI_ARGS is a list of flags

@@ -105,12 +105,13 @@ def _alloc_retries() -> int:
     return torch.cuda.memory_stats().get("num_alloc_retries", 0) if DEVICE == "cuda" else 0
 
 
-def make_llm(model_dir):
+def make_llm(model_dir, **overrides):
     from kubellm.runtime import LLM
     t0 = time.perf_counter()
-    llm = LLM(model_dir, load_format="dummy", skip_tokenizer_init=True, max_model_len=10240,
-              max_num_seqs=256, max_num_batched_tokens=8192, gpu_memory_utilization=0.9,
-              device=DEVICE, dtype=str(DTYPE).removeprefix("torch."))
+    llm = LLM(model_dir, **{**dict(
+        load_format="dummy", skip_tokenizer_init=True, max_model_len=10240,
+        max_num_seqs=256, max_num_batched_tokens=8192, gpu_memory_utilization=0.9,
+        device=DEVICE, dtype=str(DTYPE).removeprefix("torch.")), **overrides})
     return llm, time.perf_counter() - t0
 
 
@@ -251,6 +252,13 @@ def plot(sweep, path):
     fig.savefig(path, dpi=120)
 
 
+def use_smoke_sizes() -> None:
+    """The tiny shape and workload on the CPU (--smoke; other scripts reuse it)."""
+    global NUM_REQUESTS, LOW, HIGH, OUTPUT_LEN, SHAPE, DEVICE, DTYPE
+    NUM_REQUESTS, LOW, HIGH, OUTPUT_LEN = 8, 8, 40, 6
+    SHAPE, DEVICE, DTYPE = SMOKE_SHAPE, "cpu", torch.float32
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
@@ -259,10 +267,8 @@ def main() -> int:
     ap.add_argument("--smoke", action="store_true",
                     help="a tiny shape and workload on the CPU, to check the script itself")
     args = ap.parse_args()
-    global NUM_REQUESTS, LOW, HIGH, OUTPUT_LEN, SHAPE, DEVICE, DTYPE
     if args.smoke:
-        NUM_REQUESTS, LOW, HIGH, OUTPUT_LEN = 8, 8, 40, 6
-        SHAPE, DEVICE, DTYPE = SMOKE_SHAPE, "cpu", torch.float32
+        use_smoke_sizes()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     result = {"device": torch.cuda.get_device_name() if DEVICE == "cuda" else "cpu",

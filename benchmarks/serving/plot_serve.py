@@ -17,22 +17,24 @@ def plot(result: dict, path: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+    all_rates = [r["request_rate"] for b in ("http", "in_process") for r in result[b]]
+    inf_x = max((x for x in all_rates if x != "inf"), default=1.0) * 2
     for backend, style in (("http", "-o"), ("in_process", "--s")):
-        rows = result[backend]
-        if not rows:
-            continue
-        finite = [r["request_rate"] for r in rows if r["request_rate"] != "inf"]
-        inf_x = max(finite, default=1.0) * 2
-        xs = [inf_x if r["request_rate"] == "inf" else r["request_rate"] for r in rows]
-        for ax, key in zip(axes, ("ttft_ms", "tpot_ms", "itl_ms")):
-            for q in ("p50", "p99"):
-                ax.plot(xs, [r[key].get(q) for r in rows], style, label=f"{backend} {q}")
-            ax.set_title(key.replace("_ms", "").upper() + " (ms)")
-            ax.set_xlabel("request rate (req/s; rightmost = all at once)")
-            ax.set_xscale("log")
-            ax.set_yscale("log")
-            ax.grid(True, which="both", alpha=0.3)
-    axes[0].legend()
+        # one line per request count (--workloads may mix them)
+        for num in sorted({r.get("num_requests") for r in result[backend]}, key=str):
+            rows = [r for r in result[backend] if r.get("num_requests") == num]
+            xs = [inf_x if r["request_rate"] == "inf" else r["request_rate"] for r in rows]
+            for ax, key in zip(axes, ("ttft_ms", "tpot_ms", "itl_ms")):
+                for q in ("p50", "p99"):
+                    ax.plot(xs, [r[key].get(q) for r in rows], style,
+                            label=f"{backend} {num} req {q}")
+    for ax, key in zip(axes, ("ttft_ms", "tpot_ms", "itl_ms")):
+        ax.set_title(key.replace("_ms", "").upper() + " (ms)")
+        ax.set_xlabel("request rate (req/s; rightmost = all at once)")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].legend(fontsize=7)
     w = result["workload"]
     fig.suptitle(f"kubellm serving latency: {w['num_prompts']} requests/rate, "
                  f"{w['input_len']} in / {w['output_len']} out tokens")

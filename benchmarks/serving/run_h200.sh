@@ -3,6 +3,8 @@
 # checkpoint, `kubellm serve` launched on it and driven over HTTP with Poisson arrivals,
 # then the same schedule through the engine in process (no HTTP), for the HTTP overhead.
 #   benchmarks/serving/run_h200.sh OUT_DIR TOKENIZER_DIR [WHEELS_DIR] [-- extra bench flags]
+# (tests/benchmarks/test_serve_stage.py runs it on CPU with a tiny MODEL_DIR and
+# --device cpu: the same script, shrunk, so it cannot fail on the GPU for a Python error)
 # WHEELS_DIR: wheels of what the GPU image lacks (fastapi, starlette, uvicorn, pydantic...).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -20,9 +22,11 @@ if [ -n "$wheels" ] && [ "$wheels" != "-" ]; then
 fi
 # the project itself, from its source roots (nothing is installed, nothing can be fetched)
 export PYTHONPATH=$PWD/runtime:$PWD/kernels${PYTHONPATH:+:$PYTHONPATH}
-"$python" -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name())"
+"$python" -c "import torch; print('torch', torch.__version__,
+  torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU (CPU smoke run)')"
 model=${MODEL_DIR:-/tmp/llama3-8b-random}
-[ -f "$model/model.safetensors.index.json" ] ||
+# MODEL_DIR holding any checkpoint (a tiny one: the CPU smoke test) is used as it is
+[ -f "$model/config.json" ] ||
   "$python" -m benchmarks.serving.make_random_llama "$model" --tokenizer "$tokenizer" \
     ${NUM_LAYERS:+--num-layers $NUM_LAYERS}
 # prompts ~512 tokens, outputs 128 (BENCHMARKS.md, serving); ids within the tokenizer's vocab

@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+from tests.figures import is_figure
 from tests.paths import ROOT
 
 
@@ -14,11 +15,11 @@ def test_workload_w_smoke_writes_figures(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads((tmp_path / "workload_w.json").read_text())
     assert result["kubellm"]["output_tokens"] == 8 * 6
-    assert result["hf"]["hf_generate_output_tok_s"] > 0
-    assert 0 < result["fraction_of_limit"]
+    assert is_figure(result["hf"]["hf_generate_output_tok_s"])
+    assert is_figure(result["fraction_of_limit"])
     assert {r["batch"] for r in result["sweep"]} >= {1, 4}
     for key in ("decode_batch256", "decode_batch256_final_only"):
-        assert 0 < result[key]["host_fraction"] < 1
+        assert is_figure(result[key]["host_fraction"]) and result[key]["host_fraction"] <= 1
     assert (tmp_path / "throughput_vs_batch_context.png").stat().st_size > 1000
 
 
@@ -31,5 +32,7 @@ def test_host_profile_smoke_writes_both_modes(tmp_path):
     results = json.loads((tmp_path / "host_profile_1l.json").read_text())
     assert [r["async_scheduling"] for r in results] == [False, True]
     for r in results:
-        assert r["step_ms"] > 0 and r["host_ms"] > 0
-    assert "engine.py" in (tmp_path / "host_profile_async_True.txt").read_text()
+        assert is_figure(r["step_ms"]) and is_figure(r["host_ms"])
+    # a profile report; which functions make its top lines depends on the machine's load
+    report = (tmp_path / "host_profile_async_True.txt").read_text()
+    assert "function calls" in report and "Ordered by" in report

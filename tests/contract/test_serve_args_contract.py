@@ -7,6 +7,7 @@ from kubellm.operator.builders.pod import serve_args
 from kubellm.operator.validation import defaulted_spec
 from kubellm.runtime.cli.main import build_parser
 from kubellm.runtime.server.config import ServerConfig
+from kubellm.runtime.server.lifecycle import EXIT_AFTER_DRAIN_S
 from tests.operator.test_operator_builders import HF, TOPOLOGIES, all_pod_specs, children
 
 
@@ -32,8 +33,10 @@ def test_the_runtime_cli_accepts_every_flag_the_operator_writes():
                                     {"shutdownTimeoutSeconds": 120}])
 def test_grace_period_outlasts_prestop_and_the_servers_drain(topology_name, engine):
     """The kubelet kills at terminationGracePeriodSeconds counted from preStop's start:
-    it must cover the preStop sleep, then --shutdown-timeout of draining, with room for
-    the process to exit. The drain time follows spec.engine.shutdownTimeoutSeconds."""
+    it must cover the preStop sleep, then --shutdown-timeout of draining, then the most
+    the runtime takes to end cut requests and stop its processes (EXIT_AFTER_DRAIN_S:
+    the front ends' last bytes, then the engine core). The drain time follows
+    spec.engine.shutdownTimeoutSeconds."""
     parallelism, lws = TOPOLOGIES[topology_name]
     built = children({"model": HF, "parallelism": parallelism, "engine": engine}, lws=lws)
     drain = engine.get("shutdownTimeoutSeconds", ServerConfig().shutdown_timeout)
@@ -41,4 +44,4 @@ def test_grace_period_outlasts_prestop_and_the_servers_drain(topology_name, engi
         c = pod["containers"][0]
         assert float(c["args"][c["args"].index("--shutdown-timeout") + 1]) == drain
         sleep = int(c["lifecycle"]["preStop"]["exec"]["command"][-1])
-        assert pod["terminationGracePeriodSeconds"] >= sleep + drain + 5
+        assert pod["terminationGracePeriodSeconds"] >= sleep + drain + EXIT_AFTER_DRAIN_S

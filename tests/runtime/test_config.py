@@ -44,11 +44,22 @@ def test_boolean_flags_and_env(monkeypatch):
     (dict(dtype="float8"), "dtype"),
     (dict(max_num_seqs=0), "max_num_seqs"),
     (dict(num_kv_blocks=1), "num_kv_blocks"),
+    (dict(distributed_executor_backend="ray"), "distributed_executor_backend"),
+    (dict(distributed_executor_backend="uni", tensor_parallel_size=2),
+     "distributed_executor_backend"),
 ])
 def test_bad_values_name_the_field(kwargs, field):
     with pytest.raises(ConfigError) as err:
         EngineConfig(**kwargs)
     assert err.value.field == field and field in str(err.value)
+
+
+def test_executor_backend_follows_the_layout_unless_set():
+    assert not EngineConfig().is_multi_process
+    assert EngineConfig(pipeline_parallel_size=2).is_multi_process
+    assert EngineConfig(distributed_executor_backend="mp").is_multi_process  # one rank
+    assert EngineConfig.from_sources(env={"KUBELLM_DISTRIBUTED_EXECUTOR_BACKEND": "mp"}
+                                     ).is_multi_process
 
 
 def test_bad_env_value_names_variable_and_field(monkeypatch):

@@ -14,14 +14,17 @@ the bottom up (each may import only those listed before it, and kubellm.kernels)
 - ``assembly.py``: what a single-process and a distributed engine are both built from.
 - ``distributed/``: tensor- and pipeline-parallel ranks over torch.distributed.
 - ``engine/``: LLMEngine, the offline LLM API, and the builder that picks an assembly.
-- ``server/``: the HTTP front end; ``cli/`` (with ``cli/bench``): the ``kubellm`` commands.
+- ``engine_core/``: the engine in its own process, and the client front ends reach it with.
+- ``server/``: the HTTP front ends and the supervisor of ``kubellm serve``; ``cli/`` (with
+  ``cli/bench``): the ``kubellm`` commands.
 
 The runtime never imports kubellm.operator: the two meet only in the contract of flags,
 env variables, ports and metric names, which tests/contract holds.
 """
+from kubellm.runtime.core.errors import EngineDeadError
 from kubellm.runtime.core.sampling_params import SamplingParams
 
-__all__ = ["LLM", "LLMEngine", "EngineConfig", "SamplingParams"]
+__all__ = ["LLM", "LLMEngine", "EngineConfig", "SamplingParams", "EngineDeadError"]
 
 
 def __getattr__(name):  # torch-heavy names load on first use

@@ -74,6 +74,17 @@ def eos_token_ids(model_dir: str, tokenizer, hf_config) -> set[int]:
     return ids
 
 
+def attention_backend(config: EngineConfig, device: torch.device) -> str:
+    if config.attention_backend != "auto":
+        return config.attention_backend
+    return "triton" if device.type == "cuda" else "torch"
+
+
+def wants_graphs(config: EngineConfig, device: torch.device, backend: str) -> bool:
+    """Decode steps replay CUDA graphs (the Triton backend on CUDA, unless eager)."""
+    return device.type == "cuda" and backend == "triton" and not config.enforce_eager
+
+
 def load_tokenizer(config: EngineConfig, model_dir: str):
     if config.skip_tokenizer_init:
         return None
@@ -97,6 +108,12 @@ def assemble_engine(engine_cls, config: EngineConfig, tokenizer, executor, runne
              config.block_size, capacity, num_blocks * runner.kv_bytes_per_block() / 2**30)
     if capture_graphs:
         runner.capture_decode_graphs(config.max_num_seqs, config.max_model_len)
+    return wire_engine(engine_cls, config, tokenizer, executor, num_blocks, eos, model_dir)
+
+
+def wire_engine(engine_cls, config: EngineConfig, tokenizer, executor, num_blocks: int,
+                eos: set[int], model_dir: str):
+    """The KV manager, scheduler and engine around a ready executor."""
     kv = KVCacheManager(num_blocks, config.block_size, config.enable_prefix_caching)
     scheduler = Scheduler(kv, config.max_num_batched_tokens, config.max_num_seqs,
                           config.scheduling_policy, config.timeslice_steps)

@@ -11,6 +11,7 @@ DEVICES = ("auto", "cpu", "cuda")
 POLICIES = ("fcfs", "priority", "timeslice")
 ATTENTION_BACKENDS = ("auto", "torch", "triton")
 LOAD_FORMATS = ("auto", "dummy")
+EXECUTOR_BACKENDS = ("uni", "mp")
 
 
 def _knob(default, help, choices=None):
@@ -33,6 +34,10 @@ class EngineConfig:
     pipeline_parallel_size: int = _knob(1, "processes that each hold a slice of the layers")
     pp_layer_partition: str | None = _knob(None, "layers per pipeline stage, e.g. 10,12,10; "
                                                  "none = an even split")
+    distributed_executor_backend: str | None = _knob(
+        None, "uni = the model runs in this process; mp = in worker processes (one per "
+              "rank) driven from this one, also at one rank; none = uni for one rank, mp "
+              "for several", EXECUTOR_BACKENDS)
     block_size: int = _knob(16, "tokens per KV-cache block")
     gpu_memory_utilization: float = _knob(0.9, "fraction of GPU memory the engine may use")
     cpu_kv_cache_gb: float = _knob(1.0, "KV-cache size on CPU, in GiB")
@@ -48,7 +53,7 @@ class EngineConfig:
                                    ATTENTION_BACKENDS)
     enforce_eager: bool = _knob(False, "disable CUDA graphs")
     async_scheduling: bool = _knob(True, "plan and launch the next step while the device "
-                                         "runs the current one (single-process engines)")
+                                         "runs the current one")
     seed: int = _knob(0, "global seed for requests without their own")
     max_logprobs: int = _knob(20, "most logprobs / prompt_logprobs a request may ask for per "
                                   "token (-1: the whole vocabulary)")
@@ -62,6 +67,9 @@ class EngineConfig:
         _choice("scheduling_policy", self.scheduling_policy, POLICIES)
         _choice("attention_backend", self.attention_backend, ATTENTION_BACKENDS)
         _choice("load_format", self.load_format, LOAD_FORMATS)
+        if self.distributed_executor_backend is not None:
+            _choice("distributed_executor_backend", self.distributed_executor_backend,
+                    EXECUTOR_BACKENDS)
         for name in ("tensor_parallel_size", "pipeline_parallel_size", "block_size",
                      "max_num_batched_tokens", "max_num_seqs", "timeslice_steps"):
             _positive_int(name, getattr(self, name))
@@ -70,6 +78,11 @@ class EngineConfig:
         for name in ("num_kv_blocks", "max_model_len"):
             if getattr(self, name) is not None:
                 _positive_int(name, getattr(self, name))
+        world = self.tensor_parallel_size * self.pipeline_parallel_size
+        if self.distributed_executor_backend == "uni" and world > 1:
+            raise ConfigError("distributed_executor_backend",
+                              f"uni runs the model in one process; tensor_parallel_size x "
+                              f"pipeline_parallel_size = {world} processes need mp")
         if self.pp_layer_partition is not None:
             parse_partition(self.pp_layer_partition, self.pipeline_parallel_size)
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
@@ -85,6 +98,13 @@ class EngineConfig:
             raise ConfigError("generation_config", "must be auto, vllm or a directory")
         if self.num_kv_blocks is not None and self.num_kv_blocks < 2:
             raise ConfigError("num_kv_blocks", "must be at least 2")
+
+    @property
+    def is_multi_process(self) -> bool:
+        """Whether the model runs in worker processes (distributed/), not in this one."""
+        if self.distributed_executor_backend is not None:
+            return self.distributed_executor_backend == "mp"
+        return self.tensor_parallel_size * self.pipeline_parallel_size > 1
 
     @classmethod
     def from_sources(cls, cli=None, config_file=None, env=None, **kwargs) -> "EngineConfig":

@@ -3,6 +3,8 @@ import json
 import subprocess
 import sys
 
+from tests.figures import is_figure
+
 
 def test_json_last_line_with_hf_comparison(tiny_model_dir):
     proc = subprocess.run(
@@ -16,6 +18,8 @@ def test_json_last_line_with_hf_comparison(tiny_model_dir):
     assert result["output_tokens"] == 6 * 5           # EOS ignored: exactly output-len each
     assert 6 * 8 <= result["input_tokens"] <= 6 * 40
     for key in ("output_tok_s", "total_tok_s", "hf_output_tok_s", "hf_total_tok_s"):
-        assert result[key] > 0, key
-    assert result["total_tok_s"] > result["output_tok_s"]
-    assert result["speedup_vs_hf"] == round(result["output_tok_s"] / result["hf_output_tok_s"], 2)
+        assert is_figure(result[key]), key
+    assert result["total_tok_s"] >= result["output_tok_s"]  # the same wall time, more tokens
+    if result["hf_output_tok_s"]:  # a rate rounded to 0 on a loaded machine has no ratio
+        assert result["speedup_vs_hf"] == round(result["output_tok_s"]
+                                                / result["hf_output_tok_s"], 2)

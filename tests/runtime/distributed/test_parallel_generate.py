@@ -2,7 +2,9 @@
 
 Same tiny fp32 checkpoint, same prompts: a shared prefix (prefix caching hits), a KV pool
 far too small for the batch (preemption by recompute), chunked prefill, greedy rows and
-one seeded random row. Every layout must produce exactly the single-process tokens.
+one seeded random row. Every layout must produce exactly the single-process tokens, with
+async scheduling (the default, for both): the driver plans step N+1 before step N's
+tokens are back, and the first stage's TP ranks get those late tokens by broadcast.
 """
 from __future__ import annotations
 
@@ -63,6 +65,7 @@ def test_tokens_equal_single_process(run, family, tp, pp, partition):
     assert reference["prefix_hits"] > 0, "the shared prefix must hit the prefix cache"
     result = run(family, tp, pp, partition)
     assert result["num_preemptions"] > 0 and result["prefix_hits"] > 0
+    assert result["run_ahead"] and result["late_steps"] > 0
     assert result["token_ids"] == reference["token_ids"]
     ranks = result["ranks"]
     assert [r["rank"] for r in ranks] == list(range(tp * pp))

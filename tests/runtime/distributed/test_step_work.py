@@ -160,3 +160,23 @@ def test_block_table_diffs_rebuild_every_table_through_preemption_and_id_reuse()
                     scheduler.finish_request(r, "length")
     assert preempted > 0 and kv.prefix_hits > 0
     assert sent_diff > sent_whole
+
+
+def test_late_tokens_travel_as_placeholders_with_their_rows():
+    """Async scheduling: a decode planned before its input token is back carries a
+    placeholder; the first stage fills row r of micro-batch m from late token i."""
+    out, tables = _schedule()
+    late = [out.scheduled[0].request, out.scheduled[1].request]  # both decodes wait
+    for request in late:
+        request.all_token_ids.pop()   # the token is still on the device
+        request.num_pending_tokens = 1
+    work = StepWork.from_schedule(0, out, tables, 2, BlockTableDiffs())
+    assert work.late == [True, True, False, False, False]
+    assert work.token_ids[:2] == [[0], [0]]
+    assert work.micro_batches == [(0, 4), (4, 5)]
+    assert work.late_rows(0) == ([0, 1], [0, 1])  # rows 0 and 1 take late tokens 0 and 1
+    assert work.late_rows(1) == ([], [])
+    work = StepWork.from_schedule(1, SchedulerOutput(out.scheduled[2:] + out.scheduled[1:2]),
+                                  tables[2:] + tables[1:2], 1, BlockTableDiffs())
+    # after a 6-token prefill and two chunks of 5: row 16 holds the one late token
+    assert work.late_rows(0) == ([16], [0])

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from tests.runtime.distributed.conftest import DIST_ENV
-from tests.runtime.server.test_drain import ServeProcess
+from tests.runtime.server.serve_process import ServeProcess
 
 EXIT_WITHIN_S = 30
 
@@ -63,7 +63,7 @@ def test_server_exits_nonzero_when_a_worker_dies(tiny_model_dir, monkeypatch):
                           "--dtype", "float32")
     try:
         server.wait_ready()
-        [worker] = _workers(server.proc.pid).values()
+        [worker] = _workers(server.pid_of("core")).values()  # the engine core's ranks
         first_chunk = threading.Event()
 
         def stream():

@@ -1,6 +1,7 @@
-"""A real uvicorn server on a free loopback port, in a thread of the test process, around
-a real engine with the session's tiny model. One server per test module: model loading
-and warm-up dominate the cost of a test."""
+"""A real front end (uvicorn on a free loopback port, in a thread of the test process) in
+front of a real engine core process with the session's tiny model — the same two halves
+`kubellm serve` runs. One server per test module: model loading and warm-up dominate the
+cost of a test."""
 from __future__ import annotations
 
 import socket
@@ -26,21 +27,28 @@ def free_port() -> int:
 
 
 class ServerThread:
-    """kubellm's app under a real uvicorn server, run in a background thread."""
+    """kubellm's front end under a real uvicorn server in a background thread, talking to
+    a real engine core process (``engine_factory`` builds a wrapped engine there)."""
 
-    def __init__(self, model_dir: str, engine_fields: dict | None = None, **server_fields):
+    def __init__(self, model_dir: str, engine_fields: dict | None = None,
+                 engine_factory: str | None = None, **server_fields):
         import uvicorn
 
-        from kubellm.runtime.engine.llm_engine import LLMEngine
+        from kubellm.runtime.engine_core.client import EngineCoreClient
+        from kubellm.runtime.engine_core.launch import start_engine_core
         from kubellm.runtime.server.app import build_app
+        from kubellm.runtime.server.frontend import load_tokenizer
         from kubellm.runtime.server.lifecycle import uvicorn_config
 
-        self.engine = LLMEngine.from_config(
-            EngineConfig(model=model_dir, **{**ENGINE_FIELDS, **(engine_fields or {})}))
+        self.engine_config = EngineConfig(model=model_dir,
+                                          **{**ENGINE_FIELDS, **(engine_fields or {})})
+        self.core = start_engine_core(self.engine_config, 1, engine_factory)
         self.config = ServerConfig(host="127.0.0.1", port=free_port(),
                                    served_model_name=SERVED_NAME, uvicorn_log_level="warning",
                                    **server_fields)
-        self.app = build_app(self.engine, self.config)
+        tokenizer = load_tokenizer(self.core.info)
+        self.client = EngineCoreClient(self.core.info, self.core.ipc_dir, 0, tokenizer)
+        self.app = build_app(self.client, tokenizer, self.core.info, self.config)
         self.server = uvicorn.Server(uvicorn_config(self.app, self.config))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.url = f"http://127.0.0.1:{self.config.port}"
@@ -49,11 +57,16 @@ class ServerThread:
     def state(self):
         return self.app.state.kubellm
 
+    @property
+    def stats(self):
+        return self.client.stats
+
     def __enter__(self):
         self.thread.start()
         deadline = time.monotonic() + 60
-        while not self.server.started:
+        while not (self.server.started and self.client.is_connected):
             if time.monotonic() > deadline or not self.thread.is_alive():
+                self.core.terminate()
                 raise RuntimeError("server did not start")
             time.sleep(0.02)
         return self
@@ -61,17 +74,20 @@ class ServerThread:
     def __exit__(self, *exc):
         self.server.should_exit = True
         self.thread.join(30)
+        self.core.terminate()
+        self.core.close()
 
     def wait_idle(self, timeout: float = 10.0) -> None:
-        """Until the engine holds no request and its stats say so."""
+        """Until the engine holds no request and every KV block is free, by its stats."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            stats = self.state.async_engine.stats
-            if (not self.state.async_engine._live and stats is not None
-                    and stats.num_running == 0 and stats.num_waiting == 0):
+            stats = self.client.stats
+            if (stats is not None and not self.client.num_requests
+                    and stats.num_running == 0 and stats.num_waiting == 0
+                    and stats.num_free_blocks == stats.num_total_blocks):
                 return
             time.sleep(0.02)
-        raise AssertionError(f"engine not idle after {timeout}s: {self.state.async_engine.stats}")
+        raise AssertionError(f"engine not idle after {timeout}s: {self.client.stats}")
 
 
 def metric_value(text: str, name: str, labels: str | None = None) -> float:

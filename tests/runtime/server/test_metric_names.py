@@ -60,9 +60,9 @@ def test_vllm_names_and_labels(server):
 def test_info_gauges_the_endpoint_picker_reads(server):
     found = samples(scrape(server.url))
     (labels, value), = found["vllm:cache_config_info"]
-    engine = server.engine
-    assert labels["block_size"] == str(engine.config.block_size)
-    assert labels["num_gpu_blocks"] == str(engine.kv.num_blocks) and value == 1
+    # the engine lives in the core process: its pool size is in the stats it sends
+    assert labels["block_size"] == str(server.engine_config.block_size)
+    assert labels["num_gpu_blocks"] == str(server.stats.num_total_blocks) and value == 1
     assert labels["enable_prefix_caching"] == "True"
     (labels, value), = found["vllm:lora_requests_info"]
     assert labels == {"max_lora": "0", "running_lora_adapters": "",

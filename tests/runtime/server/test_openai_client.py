@@ -151,3 +151,26 @@ def test_websocket_stream_equals_offline(server, offline):
             assert msg["usage"]["completion_tokens"] == len(want.outputs[0].token_ids)
         ws.send(json.dumps({"prompt": PROMPT, "temperature": -1}))
         assert json.loads(ws.recv(timeout=30))["error"]["param"] == "temperature"
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_stop_strings_end_like_offline(client, offline, server, n):
+    """Detokenization and stop strings run in the API server, the engine core in another
+    process: the text, finish reason and token count still equal the offline engine's,
+    and the core stops generating (every KV block free again)."""
+    params = dict(temperature=0.9, seed=7, max_tokens=40, n=n)
+    full = offline_one(offline, PROMPT, **params).outputs[0].text
+    stop = full[len(full) // 2:len(full) // 2 + 3]
+    assert stop.strip(), full
+    want = offline_one(offline, PROMPT, stop=[stop], **params)
+    got = client.completions.create(model=SERVED_NAME, prompt=PROMPT, stop=[stop], **params)
+    for choice, expected in zip(sorted(got.choices, key=lambda c: c.index), want.outputs):
+        assert (choice.text, choice.finish_reason) == (expected.text, expected.finish_reason)
+    assert want.outputs[0].finish_reason == "stop"
+    assert got.usage.completion_tokens == sum(len(o.token_ids) for o in want.outputs)
+    streamed = "".join(c.choices[0].text for c in client.completions.create(
+        model=SERVED_NAME, prompt=PROMPT, stop=[stop], stream=True, **{**params, "n": 1})
+        if c.choices)
+    assert streamed == offline_one(offline, PROMPT, stop=[stop],
+                                   **{**params, "n": 1}).outputs[0].text
+    server.wait_idle()

@@ -17,6 +17,8 @@ def test_defaults_without_model():
     assert engine.model is None  # the embedded default model
     assert (server.host, server.port, server.api_key) == ("0.0.0.0", 8000, None)
     assert server.shutdown_timeout == 30.0 and server.max_queue == 1024
+    assert (server.api_server_count, server.max_request_body_bytes,
+            server.tokenizer_pool_size) == (1, 8 * 2**20, 2)
 
 
 def test_precedence_yaml_env_flags(tmp_path, monkeypatch):
@@ -39,6 +41,9 @@ def test_precedence_yaml_env_flags(tmp_path, monkeypatch):
     (["--max-queue", "0"], {}, "max_queue"),
     ([], {"KUBELLM_SHUTDOWN_TIMEOUT": "soon"}, "shutdown_timeout"),
     ([], {"KUBELLM_UVICORN_LOG_LEVEL": "loud"}, "uvicorn_log_level"),
+    (["--api-server-count", "0"], {}, "api_server_count"),
+    (["--max-request-body-bytes", "-1"], {}, "max_request_body_bytes"),
+    ([], {"KUBELLM_TOKENIZER_POOL_SIZE": "0"}, "tokenizer_pool_size"),
 ])
 def test_bad_values_name_the_field(argv, env, field, monkeypatch, capsys):
     for key, value in env.items():

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from kubellm.runtime.cli.engine_args import add_engine_args, engine_config_from_args
 from kubellm.runtime.cli.sampling_args import add_sampling_args, sampling_params_from_args
@@ -22,6 +23,7 @@ def run(args: argparse.Namespace) -> int:
     import logging
     logging.basicConfig(level=logging.WARNING)
     from kubellm.runtime.engine.llm import LLM
+    from kubellm.runtime.core.errors import EngineDeadError
     from kubellm.runtime.core.sampling_params import ParameterError
 
     config = engine_config_from_args(args, model=args.model)
@@ -30,8 +32,13 @@ def run(args: argparse.Namespace) -> int:
     except ParameterError as exc:
         print(f"kubellm: error: {exc}")
         return 2
-    llm = LLM(config=config)
-    for prompt, out in zip(args.prompt, llm.generate(args.prompt, params)):
+    try:
+        with LLM(config=config) as llm:
+            outputs = llm.generate(args.prompt, params)
+    except EngineDeadError as exc:
+        print(f"kubellm: error: {exc}", file=sys.stderr)
+        return 1
+    for prompt, out in zip(args.prompt, outputs):
         for sample in out.outputs:
             print(prompt + sample.text)
     return 0

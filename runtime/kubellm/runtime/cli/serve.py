@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import os
 import sys
 
 from kubellm.runtime.config import EngineConfig
@@ -56,14 +57,28 @@ def run(args: argparse.Namespace) -> int:
     engine_config, server_config = resolve_configs(args)
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from kubellm.runtime.engine.llm_engine import LLMEngine
-    from kubellm.runtime.server.app import build_app
-    from kubellm.runtime.server.lifecycle import serve
+    if _runs_workers_only(engine_config):
+        # a pod other than node 0 of a multi-node group: no HTTP, no engine core; this
+        # runs the node's ranks and exits with their status (SystemExit)
+        from kubellm.runtime.engine.llm_engine import LLMEngine
+        try:
+            LLMEngine.from_config(engine_config)
+        except ConfigError as exc:
+            print(f"kubellm: error: {exc}", file=sys.stderr)
+            return 2
+        return 0
+    from kubellm.runtime.server.supervisor import serve
 
+    return serve(engine_config, server_config)
+
+
+def _runs_workers_only(config: EngineConfig) -> bool:
+    if config.tensor_parallel_size * config.pipeline_parallel_size == 1:
+        return False
+    from kubellm.runtime.distributed import rendezvous
     try:
-        engine = LLMEngine.from_config(engine_config)
-    except ConfigError as exc:
-        print(f"kubellm: error: {exc}", file=sys.stderr)
-        return 2
-    serve(build_app(engine, server_config), server_config)
-    return 0
+        node = rendezvous.from_environ(os.environ, config.tensor_parallel_size,
+                                       config.pipeline_parallel_size)
+    except ConfigError:
+        return False  # the engine core reports it, naming the variable
+    return not node.is_driver_node

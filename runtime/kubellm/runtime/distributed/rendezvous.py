@@ -12,8 +12,10 @@ its global rank is ``NODE_RANK * NPROC_PER_NODE + LOCAL_RANK``.
 from __future__ import annotations
 
 import socket
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 
 from kubellm.runtime.config_sources import ConfigError
 from kubellm.runtime.distributed.layout import RankLayout
@@ -112,6 +114,33 @@ def timeout_s(env: Mapping[str, str]) -> float:
     if value <= 0:
         raise ConfigError(TIMEOUT, f"{TIMEOUT} must be positive, got {raw!r}")
     return value
+
+
+JOINED_KEY = "kubellm/joined"
+JOIN_POLL_S = 0.2
+
+
+def join(node: NodeEnv, rank: int, timeout: float, check: Callable[[], None] = lambda: None):
+    """This rank's connection to rank 0's TCPStore, once every rank has connected.
+
+    Rank 0 hosts the store and waits for the others in a loop that calls ``check()``
+    between polls (it raises when a local worker has died, instead of waiting out the
+    whole timeout for a rank that will never come); the others connect and report."""
+    import torch.distributed as dist
+    is_master = rank == 0
+    store = dist.TCPStore(node.master_addr, node.master_port, node.world_size, is_master,
+                          timedelta(seconds=timeout), wait_for_workers=False)
+    store.add(JOINED_KEY, 1)
+    if is_master:
+        deadline = time.monotonic() + timeout
+        while (joined := store.add(JOINED_KEY, 0)) < node.world_size:
+            check()
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{joined} of {node.world_size} ranks joined the "
+                                   f"rendezvous at {node.init_method} within {timeout:.0f} s "
+                                   f"({TIMEOUT})")
+            time.sleep(JOIN_POLL_S)
+    return store
 
 
 def free_port() -> int:

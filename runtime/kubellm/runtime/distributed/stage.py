@@ -18,7 +18,7 @@ from kubellm.runtime.config_sources import ConfigError
 from kubellm.runtime.parallel import comm_timing
 from kubellm.runtime.parallel import state as ps
 from kubellm.runtime.distributed.layout import RankLayout
-from kubellm.runtime.assembly import resolve_device
+from kubellm.runtime.assembly import attention_backend, resolve_device, wants_graphs
 
 
 @dataclass
@@ -50,15 +50,16 @@ def dist_backend(device: torch.device) -> str:
     return "nccl" if device.type == "cuda" else "gloo"
 
 
-def share_from_driver(value, layout: RankLayout):
+def share_from_driver(value, layout: RankLayout, parallel: ps.ParallelState):
     """The driver's ``value`` on every rank (others pass None)."""
     box = [value if layout.is_driver else None]
-    dist.broadcast_object_list(box, src=0, group=ps.state().control_group)
+    dist.broadcast_object_list(box, src=0, group=parallel.control_group)
     return box[0]
 
 
 def build_stage_runner(config: EngineConfig, layout: RankLayout, plan: StagePlan,
-                       device: torch.device, dtype: torch.dtype, sampler=None):
+                       device: torch.device, dtype: torch.dtype, parallel: ps.ParallelState,
+                       sampler=None):
     from transformers import AutoConfig
 
     from kubellm.runtime.assembly import resolve_model_dir
@@ -68,22 +69,36 @@ def build_stage_runner(config: EngineConfig, layout: RankLayout, plan: StagePlan
     model_dir = resolve_model_dir(config)
     hf_config = AutoConfig.from_pretrained(model_dir)
     layer_range = tuple(plan.partition[layout.pp_rank])
-    model = load_model(model_dir, hf_config, dtype, device, layer_range=layer_range,
-                       load_format=config.load_format)
-    backend = config.attention_backend
-    if backend == "auto":
-        backend = "triton" if device.type == "cuda" else "torch"
-    return ModelRunner(model, sampler, device, dtype, config.block_size, backend)
+    with ps.building(parallel):  # the layers keep this rank's shard and TP group
+        model = load_model(model_dir, hf_config, dtype, device, layer_range=layer_range,
+                           load_format=config.load_format)
+    return ModelRunner(model, sampler, device, dtype, config.block_size,
+                       attention_backend(config, device))
 
 
-def agree_num_blocks(config: EngineConfig, runner, layout: RankLayout) -> int:
+def agree_num_blocks(config: EngineConfig, runner, layout: RankLayout,
+                     parallel: ps.ParallelState) -> int:
     """Every rank says how many KV blocks fit it; the driver takes the minimum and
     broadcasts it."""
     from kubellm.runtime.assembly import num_kv_blocks
     mine = num_kv_blocks(config, runner)
     gathered = [None] * layout.world_size if layout.is_driver else None
-    dist.gather_object(mine, gathered, dst=0, group=ps.state().control_group)
-    return share_from_driver(min(gathered) if layout.is_driver else None, layout)
+    dist.gather_object(mine, gathered, dst=0, group=parallel.control_group)
+    return share_from_driver(min(gathered) if layout.is_driver else None, layout, parallel)
+
+
+def capture_graphs(config: EngineConfig, runner, num_blocks: int) -> None:
+    """Every rank the same decode graphs (their collectives must pair up), sized by what
+    the driver's engine will allow: max_model_len, lowered to the KV pool if smaller."""
+    if wants_graphs(config, runner.device, runner.backend_name):
+        max_len = min(config.max_model_len, num_blocks * config.block_size)
+        runner.capture_decode_graphs(config.max_num_seqs, max_len)
+
+
+def finish_setup(parallel: ps.ParallelState) -> None:
+    """Every rank is built (weights, KV cache, graphs): from here on a rank that does not
+    answer is lost, not slow (heartbeat.py)."""
+    dist.barrier(group=parallel.control_group)
 
 
 def describe_rank(runner, layout: RankLayout) -> dict:

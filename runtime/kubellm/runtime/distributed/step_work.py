@@ -6,6 +6,10 @@ previous step when the sequence ran in it, the whole table otherwise — which e
 turns back into full tables (BlockTableMirror) and then into positions and slot mapping
 exactly as the single-process runner does. The sequences are cut into micro-batches
 that flow through the pipeline one after another.
+
+With async scheduling a decode may be planned before the token it computes is back from
+the device (``late``): its chunk carries a placeholder, and the first stage fills in the
+real token on the device (PipelineStage.run).
 """
 from __future__ import annotations
 
@@ -24,17 +28,20 @@ class StepWork:
     table_updates: list[tuple[bool, list[int]]]  # (is whole table, blocks) per sequence
     table_lens: list[int]               # blocks in each full table: catches a lost diff
     micro_batches: list[tuple[int, int]]  # [lo, hi) ranges of sequences, in order
+    late: list[bool]                    # the one token is still being sampled
 
     @classmethod
     def from_schedule(cls, step: int, out: SchedulerOutput, block_tables: list[list[int]],
                       max_micro_batches: int, diffs: "BlockTableDiffs") -> "StepWork":
         scheduled = out.scheduled
-        token_ids = [s.request.all_token_ids[s.start:s.start + s.num_new_tokens]
-                     for s in scheduled]
+        late = [s.start == len(s.request.all_token_ids) for s in scheduled]
+        token_ids = [[0] if is_late else s.request.all_token_ids[s.start:s.start +
+                                                                 s.num_new_tokens]
+                     for s, is_late in zip(scheduled, late)]
         return cls(step, [s.request.request_id for s in scheduled], token_ids,
                    [s.start for s in scheduled], [s.samples for s in scheduled],
                    diffs.encode(scheduled, block_tables), [len(t) for t in block_tables],
-                   split_micro_batches([len(t) for t in token_ids], max_micro_batches))
+                   split_micro_batches([len(t) for t in token_ids], max_micro_batches), late)
 
     def num_tokens(self, micro_batch: int) -> int:
         lo, hi = self.micro_batches[micro_batch]
@@ -43,6 +50,20 @@ class StepWork:
     def num_samples(self, micro_batch: int) -> int:
         lo, hi = self.micro_batches[micro_batch]
         return sum(self.samples[lo:hi])
+
+    def late_rows(self, micro_batch: int) -> tuple[list[int], list[int]]:
+        """The micro-batch's rows that hold a late token, and for each its index among
+        the step's late tokens (``late`` order)."""
+        lo, hi = self.micro_batches[micro_batch]
+        before = sum(self.late[:lo])
+        rows, index, row = [], [], 0
+        for i in range(lo, hi):
+            if self.late[i]:
+                rows.append(row)
+                index.append(before)
+                before += 1
+            row += len(self.token_ids[i])
+        return rows, index
 
     def scheduler_output(self, micro_batch: int, block_tables: list[list[int]]
                          ) -> tuple[SchedulerOutput, list[list[int]]]:

@@ -33,6 +33,9 @@ class StageTrace:
             "tp_rank": self.layout.tp_rank, "step": step, "micro_batch": micro_batch,
             "start": start, "end": end}) + "\n")
 
+    def close(self) -> None:
+        self._file.close()
+
 
 def read_trace(directory: str) -> list[dict]:
     events = []

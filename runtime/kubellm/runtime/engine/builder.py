@@ -1,12 +1,15 @@
 """An LLMEngine from an EngineConfig: in this process (load, size the KV pool, capture
-graphs), or over tensor/pipeline-parallel ranks (distributed/driver.py)."""
+graphs), or over worker processes, one per tensor/pipeline-parallel rank
+(distributed/driver.py; ``distributed_executor_backend=mp`` takes that path at one rank
+too)."""
 from __future__ import annotations
 
 import torch
 
-from kubellm.runtime.assembly import (assemble_engine, eos_token_ids, load_tokenizer,
-                                      num_kv_blocks, resolve_device, resolve_dtype,
-                                      resolve_max_model_len, resolve_model_dir)
+from kubellm.runtime.assembly import (assemble_engine, attention_backend, eos_token_ids,
+                                      load_tokenizer, num_kv_blocks, resolve_device,
+                                      resolve_dtype, resolve_max_model_len, resolve_model_dir,
+                                      wants_graphs)
 from kubellm.runtime.config import EngineConfig
 
 
@@ -17,7 +20,7 @@ def build_engine(engine_cls, config: EngineConfig):
     from kubellm.runtime.worker.model_runner import ModelRunner
     from kubellm.runtime.worker.sampler import Sampler
 
-    if config.tensor_parallel_size * config.pipeline_parallel_size > 1:
+    if config.is_multi_process:
         from kubellm.runtime.distributed.driver import build_distributed_engine
         return build_distributed_engine(engine_cls, config)
     model_dir = resolve_model_dir(config)
@@ -29,11 +32,12 @@ def build_engine(engine_cls, config: EngineConfig):
     torch.manual_seed(config.seed)
     model = load_model(model_dir, hf_config, dtype, device, load_format=config.load_format)
     eos = eos_token_ids(model_dir, tokenizer, hf_config)
-    backend = config.attention_backend
-    if backend == "auto":
-        backend = "triton" if device.type == "cuda" else "torch"
+    backend = attention_backend(config, device)
     runner = ModelRunner(model, Sampler(eos), device, dtype, config.block_size, backend)
-    num_blocks = num_kv_blocks(config, runner)
-    capture_graphs = device.type == "cuda" and backend == "triton" and not config.enforce_eager
-    return assemble_engine(engine_cls, config, tokenizer, runner, runner, num_blocks, eos,
-                           model_dir, capture_graphs)
+    try:
+        num_blocks = num_kv_blocks(config, runner)
+        return assemble_engine(engine_cls, config, tokenizer, runner, runner, num_blocks, eos,
+                               model_dir, wants_graphs(config, device, backend))
+    except BaseException:
+        runner.shutdown()  # the GPU memory goes back at once, not when the gc runs
+        raise

@@ -4,6 +4,10 @@ and ``LLM.chat(messages, sampling_params, tools=...)``.
 A prompt is text, a list of token ids, or a dict with ``prompt`` or ``prompt_token_ids``.
 Every request of a call is checked (prompt, parameters, grammar) before the first one is
 queued, so a bad one fails the call with nothing run.
+
+``with LLM(...) as llm:`` or ``llm.shutdown()`` ends the engine at a known point (its
+worker processes, process groups and device memory); dropping the last reference to it,
+or the interpreter's exit, does the same.
 """
 from __future__ import annotations
 
@@ -30,6 +34,16 @@ class LLM:
             config = EngineConfig.from_sources(model=model, **engine_fields)
         self.engine = LLMEngine.from_config(config)
         self._ids = itertools.count()
+
+    def shutdown(self) -> None:
+        """Stop the engine and free what it holds (LLMEngine.shutdown); idempotent."""
+        self.engine.shutdown()
+
+    def __enter__(self) -> "LLM":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
 
     def get_tokenizer(self):
         return self.engine.tokenizer

@@ -5,6 +5,8 @@ them and samples, post-processing (output_processor.py) appends tokens, detokeni
 checks stop conditions. With async scheduling (the default) the engine runs one step
 ahead: it launches step N+1 before it post-processes step N. A request with ``n > 1``
 runs as n sequences (ids ``<id>#<i>``) and is reported as one RequestOutput.
+
+Shutting down, and an engine that died: engine/lifecycle.py.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from kubellm.runtime.core.outputs import RequestOutput
 from kubellm.runtime.core.request import Request
 from kubellm.runtime.core.sampling_params import ParameterError, SamplingParams
 from kubellm.runtime.core.scheduler import Scheduler, SchedulerOutput
+from kubellm.runtime.engine.lifecycle import EngineLifecycle
 from kubellm.runtime.engine.request_checks import (PromptTooLongError, check_params,
                                                    check_prompt)
 
@@ -49,7 +52,7 @@ class EngineStats:
     iteration_tokens: tuple | None = None
 
 
-class LLMEngine:
+class LLMEngine(EngineLifecycle):
     def __init__(self, config: EngineConfig, tokenizer, executor, kv, scheduler: Scheduler,
                  eos_token_ids: set[int], model_name: str, model_dir: str):
         self.config = config
@@ -76,6 +79,7 @@ class LLMEngine:
         from kubellm.runtime.engine.generation_defaults import load_generation_defaults
         self.generation_defaults = load_generation_defaults(config.generation_config,
                                                             model_dir)
+        self._init_lifecycle(executor)
 
     @classmethod
     def from_config(cls, config: EngineConfig) -> "LLMEngine":
@@ -85,14 +89,16 @@ class LLMEngine:
     # ---- requests ------------------------------------------------------------------
     def add_request(self, request_id: str, prompt: str | list[int] | TokenizedPrompt,
                     params: SamplingParams, priority: int = 0) -> None:
-        """Queue a request, or raise (ParameterError, PromptTooLongError, ValueError)
-        having queued nothing."""
+        """Queue a request, or raise (ParameterError, PromptTooLongError, ValueError,
+        EngineDeadError) having queued nothing."""
         self.enqueue(self.prepare_request(request_id, prompt, params, priority))
 
     def prepare_request(self, request_id: str, prompt: str | list[int] | TokenizedPrompt,
                         params: SamplingParams, priority: int = 0) -> Group:
         """Every check and all per-sequence state of a request, without queuing it: a
         caller with several requests prepares them all before it queues any."""
+        if self.errored:
+            raise self.dead_error
         if request_id in self.output.groups:
             raise ValueError(f"request id {request_id!r} is already in use")
         if isinstance(priority, bool) or not isinstance(priority, int):
@@ -139,6 +145,21 @@ class LLMEngine:
         for seq in group.sequences:
             self.scheduler.finish_request(seq, "abort")
 
+    def finish_sequence(self, request_id: str, index: int, reason: str = "stop") -> None:
+        """End one of a request's n sequences early (the server found a stop string in
+        its text); the request ends with its last sequence."""
+        group = self.output.groups.get(request_id)
+        if group is None:
+            return
+        seq = group.sequences[index]
+        if not seq.is_finished:
+            self.scheduler.finish_request(seq, reason)
+        if all(s.is_finished for s in group.sequences):
+            self.output.groups.pop(request_id, None)
+
+    def has_request(self, request_id: str) -> bool:
+        return request_id in self.output.groups
+
     @property
     def vocab_size(self) -> int:
         return self.executor.vocab_size
@@ -156,6 +177,8 @@ class LLMEngine:
 
     # ---- one step ------------------------------------------------------------------
     def step(self) -> list[RequestOutput]:
+        if self.errored:
+            raise self.dead_error
         if self.run_ahead:
             return self._step_ahead()
         t0 = time.perf_counter()

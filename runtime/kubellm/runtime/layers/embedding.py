@@ -12,7 +12,9 @@ class VocabParallelEmbedding(nn.Module):
     def __init__(self, vocab_size: int, hidden: int):
         super().__init__()
         self.vocab_size = vocab_size
-        self.tp_size, self.tp_rank = ps.tp_size(), ps.tp_rank()
+        parallel = ps.state()  # kept: the reductions run in this layout's group
+        self.tp_size, self.tp_rank, self.tp_group = \
+            parallel.tp_size, parallel.tp_rank, parallel.tp_group
         self.per_rank = -(-vocab_size // self.tp_size)
         self.vocab_start = self.tp_rank * self.per_rank
         self.vocab_end = min(self.vocab_start + self.per_rank, vocab_size)
@@ -29,7 +31,11 @@ class VocabParallelEmbedding(nn.Module):
         in_range = (token_ids >= self.vocab_start) & (token_ids < self.vocab_end)
         local = torch.where(in_range, token_ids - self.vocab_start, 0)
         out = nn.functional.embedding(local, self.weight) * in_range.unsqueeze(-1)
-        return ps.tp_all_reduce(out)
+        return ps.all_reduce(out, self.tp_group)
+
+    def gather_logits(self, logits: torch.Tensor) -> torch.Tensor:
+        """Each rank's logits of its vocabulary slice -> the whole (padded) vocabulary."""
+        return ps.all_gather_last_dim(logits, self.tp_group, self.tp_size)
 
 
 class ParallelLMHead(VocabParallelEmbedding):

@@ -92,7 +92,9 @@ class RowParallelLinear(nn.Module):
 
     def __init__(self, in_features: int, out_features: int, bias: bool = False):
         super().__init__()
-        self.tp_size, self.tp_rank = ps.tp_size(), ps.tp_rank()
+        parallel = ps.state()  # kept: the reduction runs in this layout's group
+        self.tp_size, self.tp_rank, self.tp_group = \
+            parallel.tp_size, parallel.tp_rank, parallel.tp_group
         self.in_per_rank = _divide(in_features, self.tp_size, "in_features")
         self.weight = nn.Parameter(torch.empty(out_features, self.in_per_rank),
                                    requires_grad=False)
@@ -108,5 +110,5 @@ class RowParallelLinear(nn.Module):
         param.data.copy_(loaded[:, start:start + self.in_per_rank])
 
     def forward(self, x):
-        y = ps.tp_all_reduce(nn.functional.linear(x, self.weight))
+        y = ps.all_reduce(nn.functional.linear(x, self.weight), self.tp_group)
         return y if self.bias is None else y + self.bias

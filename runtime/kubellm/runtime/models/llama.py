@@ -12,7 +12,6 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from kubellm.runtime.parallel import state as ps
 from kubellm.runtime.layers.activation import SiluAndMul
 from kubellm.runtime.layers.attention import Attention
 from kubellm.runtime.layers.embedding import ParallelLMHead, VocabParallelEmbedding
@@ -159,7 +158,7 @@ class LlamaForCausalLM(nn.Module):
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         head = self.lm_head if self.lm_head is not None else self.embed_tokens
         logits = nn.functional.linear(hidden, head.weight)
-        logits = ps.tp_all_gather_last_dim(logits)
+        logits = head.gather_logits(logits)
         return logits[..., :self.args.vocab_size]
 
     def checkpoint_to_param(self, name: str) -> tuple[str, object] | None:

@@ -45,8 +45,10 @@ class AdmissionMiddleware:
                                      "Bearer <key>')", code="invalid_api_key")
         if state.is_draining:
             return unavailable("server is shutting down; retry on another replica")
+        if not state.engine_client.is_alive:  # the engine core died (the server exits 1)
+            return unavailable("the engine is not running; retry on another replica")
         if scope["path"] in GENERATE_PATHS and \
-                state.async_engine.num_waiting >= state.config.max_queue:
+                state.engine_client.num_waiting >= state.config.max_queue:
             return unavailable(f"too many requests waiting (max_queue="
                                f"{state.config.max_queue}); retry later")
         return None

@@ -1,62 +1,69 @@
-"""build_app(engine, config): the FastAPI application around one loaded engine.
+"""build_app(client, tokenizer, info, config): the FastAPI application of one front end.
 
-The app exists only once the weights are loaded, so a pod's readiness probe cannot pass
-early; the engine thread starts and stops with the app's lifespan.
+The app exists only once the engine core has loaded the weights, so a pod's readiness
+probe cannot pass early; the client's connection and the preprocessing threads start and
+stop with the app's lifespan.
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
 from kubellm.runtime.engine.chat import load_chat_template
 from kubellm.runtime.version import __version__
+from kubellm.runtime.engine_core.core_proc import CoreInfo
 from kubellm.runtime.server import (routes_health, routes_openai, routes_tokenize,
                                     routes_websocket)
 from kubellm.runtime.server.admission import AdmissionMiddleware
-from kubellm.runtime.server.async_engine import AsyncLLMEngine
+from kubellm.runtime.server.body_limit import BodyLimitMiddleware
 from kubellm.runtime.server.config import ServerConfig
 from kubellm.runtime.server.errors import install_error_handlers
 from kubellm.runtime.server.metrics import ServerMetrics
 from kubellm.runtime.server.state import ServerState
 
 
-def build_app(engine, config: ServerConfig) -> FastAPI:
-    model_name = config.served_model_name or engine.model_name
-    async_engine = AsyncLLMEngine(engine)
-    metrics = ServerMetrics(model_name, engine.config.max_model_len)
-    metrics.attach(async_engine)
-    vocab_size = _vocab_size(engine)
-    max_logprobs = getattr(engine.config, "max_logprobs", 20)
-    state = ServerState(async_engine=async_engine, tokenizer=engine.tokenizer,
-                        model_name=model_name, max_model_len=engine.config.max_model_len,
-                        vocab_size=vocab_size, config=config, metrics=metrics,
-                        generation_defaults=dict(getattr(engine, "generation_defaults", {})),
-                        max_logprobs=vocab_size if max_logprobs == -1 else max_logprobs,
+def build_app(engine_client, tokenizer, info: CoreInfo, config: ServerConfig) -> FastAPI:
+    model_name = config.served_model_name or info.model_name
+    metrics = ServerMetrics(model_name, info.max_model_len, info.cache_config)
+    pool = ThreadPoolExecutor(config.tokenizer_pool_size, thread_name_prefix="kubellm-prep")
+    state = ServerState(engine_client=engine_client, tokenizer=tokenizer,
+                        model_name=model_name, max_model_len=info.max_model_len,
+                        vocab_size=info.vocab_size,
+                        max_chars_per_token=max_chars_per_token(tokenizer), config=config,
+                        metrics=metrics, preprocess_pool=pool,
+                        generation_defaults=dict(info.generation_defaults),
+                        max_logprobs=info.max_logprobs,
                         chat_template=load_chat_template(config.chat_template))
+    metrics.attach(state)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI):
-        async_engine.start()
+        engine_client.start()
         try:
             yield
         finally:
-            async_engine.stop()
+            engine_client.stop()
+            pool.shutdown(wait=False, cancel_futures=True)
 
     app = FastAPI(title="kubellm", version=__version__, lifespan=lifespan,
                   docs_url=None, redoc_url=None)
     app.state.kubellm = state
     install_error_handlers(app)
-    app.add_middleware(AdmissionMiddleware)
+    app.add_middleware(BodyLimitMiddleware)
+    app.add_middleware(AdmissionMiddleware)  # added last: runs first (401/503 before 413)
     for module in (routes_health, routes_openai, routes_tokenize, routes_websocket):
         app.include_router(module.router)
     return app
 
 
-def _vocab_size(engine) -> int:
-    """Token ids a prompt may hold: the model's embedding rows, else the tokenizer's size."""
-    for owner in (engine, getattr(engine, "executor", None)):
-        size = getattr(owner, "vocab_size", None)
-        if isinstance(size, int) and size > 0:
-            return size
-    return len(engine.tokenizer)
+def max_chars_per_token(tokenizer) -> int:
+    """An upper bound on the characters one token stands for: its vocabulary entry's
+    length (byte-level vocabularies spell each byte as one character, and a character is
+    at least one byte), times 4 where a normalizer could fold several characters into
+    one (NFC composition) before the model sees them."""
+    longest = max((len(piece) for piece in tokenizer.get_vocab()), default=1)
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    folds = backend is None or backend.normalizer is not None
+    return max(1, longest) * (4 if folds else 1)

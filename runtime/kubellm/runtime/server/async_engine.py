@@ -1,4 +1,6 @@
-"""AsyncLLMEngine: the engine's step loop in a dedicated thread, fed and drained by asyncio.
+"""AsyncLLMEngine: the engine's step loop in a thread of this process, fed and drained by
+asyncio. The server runs the engine in its own process (engine_core/); this in-process
+client is what ``kubellm bench serve --compare-in-process`` measures HTTP against.
 
 ``LLMEngine.step()`` is blocking CPU/GPU work and the engine is not thread-safe, so one
 thread owns it: every add and abort travels to that thread through a command queue, and
@@ -15,30 +17,18 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable
 
 from kubellm.runtime.engine.llm_engine import TokenizedPrompt
 from kubellm.runtime.core.outputs import RequestOutput
 from kubellm.runtime.core.sampling_params import SamplingParams
+from kubellm.runtime.engine_core.streams import EngineHooks, EngineStepError, RequestStream
 
 logger = logging.getLogger("kubellm.server")
 
 IDLE_WAKEUP_S = 0.5  # an idle loop re-checks for stop() this often
 
 
-class EngineStepError(RuntimeError):
-    """The engine raised inside step(); every request in flight at that moment fails."""
 
-
-@dataclass
-class RequestTimes:
-    """Per-request timestamps (time.monotonic) for the latency histograms."""
-    arrival: float
-    first_token: float | None = None
-    last_token: float | None = None
-    num_tokens: int = 0
-    n: int = 1                          # the request's parameters the metrics report
-    max_tokens: int | None = None
 
 
 @dataclass
@@ -55,11 +45,6 @@ class _Abort:
     request_id: str
 
 
-@dataclass
-class EngineHooks:
-    """Callbacks into the metrics layer; all run on the event loop thread."""
-    on_output: Callable[[RequestOutput, RequestTimes, float], None] = lambda *a: None
-    on_abort: Callable[[RequestTimes], None] = lambda *a: None
 
 
 class AsyncLLMEngine:
@@ -108,7 +93,6 @@ class AsyncLLMEngine:
         if request_id in self._streams:
             raise ValueError(f"duplicate request id {request_id!r}")
         stream = RequestStream(self, request_id)
-        stream.times.n, stream.times.max_tokens = params.n, params.max_tokens
         self._streams[request_id] = stream
         done = self._loop.create_future()
         self._send(_Add(request_id, prompt, params, priority, done))
@@ -121,6 +105,7 @@ class AsyncLLMEngine:
             raise
         finally:
             self._num_in_transit -= 1
+        stream.admitted()
         return stream
 
     def abort_all(self) -> None:
@@ -135,20 +120,24 @@ class AsyncLLMEngine:
     def _deliver(self, request_id: str, item) -> None:
         stream = self._streams.get(request_id)
         if stream is not None:
-            stream.queue.put_nowait(item)
+            stream.put(item)
+
+    def stream_closed(self, stream: RequestStream) -> None:
+        self._streams.pop(stream.request_id, None)
+        if not stream.finished:
+            self._send(_Abort(stream.request_id))
+            self.hooks.on_abort(stream.times)
 
     def _dispatch(self, outputs: list[RequestOutput], now: float) -> None:
         for out in outputs:
             stream = self._streams.get(out.request_id)
             if stream is None:  # already gone (client left); its abort is on the way
                 continue
-            if out.finished:
-                stream.finished = True
             try:
                 self.hooks.on_output(out, stream.times, now)
             except Exception:  # metrics must never break serving
                 logger.exception("metrics hook failed")
-            stream.queue.put_nowait(out)
+            stream.put(out)
 
     # ---- engine thread ----
     def _run(self) -> None:
@@ -211,42 +200,6 @@ class AsyncLLMEngine:
             self.stats = self.engine.get_stats()
         except Exception:
             logger.exception("engine.get_stats failed")
-
-
-class RequestStream:
-    """One request's outputs, newest first: outputs are cumulative, so a consumer that
-    falls behind skips straight to the latest one."""
-
-    def __init__(self, owner: AsyncLLMEngine, request_id: str):
-        self.owner = owner
-        self.request_id = request_id
-        self.queue: asyncio.Queue = asyncio.Queue()
-        self.times = RequestTimes(arrival=time.monotonic())
-        self.finished = False
-        self._closed = False
-
-    def __aiter__(self):
-        return self
-
-    async def __anext__(self) -> RequestOutput:
-        if self._closed or (self.finished and self.queue.empty()):
-            raise StopAsyncIteration
-        item = await self.queue.get()
-        while not self.queue.empty() and not isinstance(item, BaseException):
-            item = self.queue.get_nowait()
-        if isinstance(item, BaseException):
-            raise item
-        return item
-
-    def close(self) -> None:
-        """Idempotent; aborts the request in the engine unless it already finished."""
-        if self._closed:
-            return
-        self._closed = True
-        self.owner._streams.pop(self.request_id, None)
-        if not self.finished:
-            self.owner._send(_Abort(self.request_id))
-            self.owner.hooks.on_abort(self.times)
 
 
 def _settle(future: asyncio.Future, exc: BaseException | None) -> None:

@@ -8,6 +8,8 @@ from kubellm.runtime.config_sources import ConfigError
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 TOOL_CALL_PARSERS = ("hermes", "llama3_json", "mistral")   # server/tool_parsers
+# 8 MiB: a 128k-token prompt as text (~0.5 MB) or as token ids (~1 MB) with room to spare
+DEFAULT_MAX_BODY = 8 * 2**20
 
 
 def _knob(default, help, choices=None):
@@ -25,6 +27,12 @@ class ServerConfig:
     shutdown_timeout: float = _knob(30.0, "seconds in-flight requests may run after SIGTERM")
     max_queue: int = _knob(1024, "waiting requests beyond which new ones get 503")
     uvicorn_log_level: str = _knob("info", "uvicorn log level", LOG_LEVELS)
+    api_server_count: int = _knob(1, "HTTP front-end processes (they share the port and the "
+                                     "engine core process)")
+    max_request_body_bytes: int = _knob(DEFAULT_MAX_BODY, "largest request body accepted; "
+                                                          "larger ones get 413")
+    tokenizer_pool_size: int = _knob(2, "threads per front end that parse, template and "
+                                        "tokenize requests off the event loop")
     chat_template: str | None = _knob(None, "chat template (a file or the Jinja text) "
                                             "instead of the tokenizer's")
     tool_call_parser: str | None = _knob(None, "how tool calls are read from the output: "
@@ -42,6 +50,10 @@ class ServerConfig:
         if isinstance(self.max_queue, bool) or not isinstance(self.max_queue, int) \
                 or self.max_queue < 1:
             raise ConfigError("max_queue", f"must be a positive integer, got {self.max_queue!r}")
+        for name in ("api_server_count", "max_request_body_bytes", "tokenizer_pool_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(name, f"must be a positive integer, got {value!r}")
         if self.uvicorn_log_level not in LOG_LEVELS:
             raise ConfigError("uvicorn_log_level",
                               f"must be one of {', '.join(LOG_LEVELS)}; got "

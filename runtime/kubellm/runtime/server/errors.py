@@ -16,6 +16,7 @@ logger = logging.getLogger("kubellm.server")
 # OpenAI's "type" per status; clients branch on status, humans read type and message.
 _TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
           405: "invalid_request_error", 413: "invalid_request_error",
+          415: "invalid_request_error",
           503: "service_unavailable", 500: "internal_server_error"}
 
 
@@ -46,6 +47,18 @@ def bad_request(message: str, param: str | None = None, code: str | None = None)
 def unavailable(message: str, retry_after_s: int = 1) -> APIError:
     return APIError(503, message, code="service_unavailable",
                     headers={"Retry-After": str(retry_after_s)})
+
+
+def from_engine_error(exc: BaseException) -> APIError:
+    """What a client is told when its request's stream ends in an error: 503 (retry
+    elsewhere) when the engine is gone or the server is shutting down, 400 for a request
+    the engine refused as invalid, 500 when the engine itself failed."""
+    from kubellm.runtime.engine_core.streams import EngineDeadError, RequestRejected
+    if isinstance(exc, EngineDeadError):
+        return unavailable(f"{exc}; retry the request")
+    if isinstance(exc, RequestRejected) and exc.kind in ("param", "value"):
+        return APIError(400, str(exc), param=exc.param)
+    return APIError(500, str(exc))
 
 
 def install_error_handlers(app: FastAPI) -> None:

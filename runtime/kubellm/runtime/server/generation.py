@@ -1,26 +1,57 @@
-"""From validated prompts to admitted engine requests, and the two ways of waiting for
-the results: collect them whole while watching for a disconnect, or stream them.
+"""From the bytes of a request to admitted engine requests, and the two ways of waiting
+for their results (collect them whole while watching for a disconnect, or stream them).
+
+Everything that can take time in proportion to the input — JSON parsing, validation, the
+chat template (with tools), tokenization — runs in ``prepare`` on the front end's
+preprocessing threads, never on the event loop: probes and streams keep answering while a
+prompt at the size limit is tokenized (HF fast tokenizers release the GIL while they
+encode).
 
 A completions request may hold several prompts: each becomes its own engine request
-(``<id>-<i>``), all checked before the first is admitted and all aborted together.
+(``<id>-<i>``), all checked before the first is sent, and ``admit`` waits until the
+engine core has taken every one in (or refused one: all are then aborted and the client
+gets the status the refusal calls for — 400 for a parameter the engine rejects, such as
+a grammar that does not compile), so that a streamed response starts only once its
+requests run.
 """
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 
 from starlette.requests import Request
 
 from kubellm.runtime.core.outputs import RequestOutput
-from kubellm.runtime.core.sampling_params import ParameterError, SamplingParams
-from kubellm.runtime.engine.llm_engine import PromptTooLongError, TokenizedPrompt
-from kubellm.runtime.server.async_engine import RequestStream
-from kubellm.runtime.server.errors import APIError, bad_request
-from kubellm.runtime.server.prompts import Prompt
+from kubellm.runtime.core.sampling_params import SamplingParams
+from kubellm.runtime.engine_core.streams import RequestRejected, RequestStream
+from kubellm.runtime.server.errors import APIError, bad_request, from_engine_error
+from kubellm.runtime.server.prompts import (Prompt, chat_prompt, check_chars, check_length,
+                                            completion_prompts)
+from kubellm.runtime.server.protocol import parse_body
+from kubellm.runtime.server.protocol_chat import ChatCompletionRequest
+from kubellm.runtime.server.protocol_completions import CompletionRequest
+from kubellm.runtime.server.responses import new_id
 from kubellm.runtime.server.state import ServerState
+from kubellm.runtime.server.structured_request import structured_outputs
+from kubellm.runtime.server.tool_choice import auto_tool_parser, forced_structured_outputs
+
+__all__ = ["ClientDisconnected", "MultiStream", "Prepared", "admit", "check_chars",
+           "check_model", "collect", "prepare", "start"]
 
 
 class ClientDisconnected(Exception):
     """The client went away before its (non-streaming) response was ready."""
+
+
+@dataclass
+class Prepared:
+    """A validated request, rendered and tokenized, ready for the engine."""
+    body: CompletionRequest | ChatCompletionRequest
+    request_id: str
+    params: SamplingParams
+    prompts: list[Prompt]
+    tool_mode: str | None = None     # chat: none | auto | required | named
+    tool_parser: object = None       # chat, tool_choice auto: reads calls from the text
 
 
 def check_model(state: ServerState, model: str | None) -> None:
@@ -29,49 +60,81 @@ def check_model(state: ServerState, model: str | None) -> None:
                             f"'{state.model_name}'", param="model", code="model_not_found")
 
 
-async def admit(state: ServerState, request_id: str, prompts: list[Prompt],
-                params: SamplingParams, priority: int) -> "MultiStream":
-    """Admit one engine request per prompt; if any is refused, abort those admitted."""
-    if params.structured_outputs is not None:
-        await _compile_ahead(state, params)
+def prepare(state: ServerState, raw: bytes, body_cls) -> Prepared:
+    """Parse, validate, render and tokenize (on a preprocessing thread)."""
+    body = parse_body(raw, body_cls)
+    check_model(state, body.model)
+    if isinstance(body, ChatCompletionRequest):
+        return _prepare_chat(state, body)
+    params = body.to_sampling_params(state.generation_defaults, state.max_logprobs)
+    prompts = completion_prompts(state, body.prompts(), body.truncate_prompt_tokens)
+    for prompt in prompts:
+        check_length(state, prompt, params)
+    return Prepared(body, new_id("cmpl"), params, prompts)
+
+
+def _prepare_chat(state: ServerState, body: ChatCompletionRequest) -> Prepared:
+    mode = body.check_tools()
+    template = body.chat_template or state.chat_template or _template_text(state.tokenizer)
+    parser = auto_tool_parser(body, state.config, template) if mode == "auto" else None
+    extra = {}
+    forced = forced_structured_outputs(body, mode)
+    if forced is not None:
+        if structured_outputs(body) is not None:
+            raise bad_request(f"tool_choice {body.tool_choice!r} cannot be combined with "
+                              "response_format or structured_outputs", param="tool_choice")
+        extra["structured_outputs"] = forced
+    if parser is not None and parser.markers_are_special(state.tokenizer):
+        extra["skip_special_tokens"] = False   # or the tool-call markers vanish
+    params = body.to_sampling_params(state.generation_defaults, state.max_logprobs, **extra)
+    prompt = chat_prompt(state, body)
+    check_length(state, prompt, params)
+    return Prepared(body, new_id("chatcmpl"), params, [prompt], mode, parser)
+
+
+def _template_text(tokenizer) -> str | None:
+    template = getattr(tokenizer, "chat_template", None)
+    return template if isinstance(template, str) else (str(template) if template else None)
+
+
+async def start(state: ServerState, raw: bytes, body_cls) -> tuple[Prepared, "MultiStream"]:
+    """Prepare off the loop, then admit: (the prepared request, its streams)."""
+    state.num_preprocessing += 1
+    try:
+        prepared = await asyncio.get_running_loop().run_in_executor(
+            state.preprocess_pool, prepare, state, raw, body_cls)
+    finally:
+        state.num_preprocessing -= 1
+    return prepared, await admit(state, prepared)
+
+
+async def admit(state: ServerState, prepared: Prepared) -> "MultiStream":
+    """Send one engine request per prompt and wait until the core has taken in all of
+    them; if it refuses any, abort the others and raise the refusal's APIError."""
+    prompts = prepared.prompts
     streams: list[RequestStream] = []
     try:
         for i, prompt in enumerate(prompts):
-            engine_id = request_id if len(prompts) == 1 else f"{request_id}-{i}"
-            engine_prompt = TokenizedPrompt(prompt.text, prompt.token_ids) \
-                if prompt.text is not None else prompt.token_ids
-            streams.append(await _admit_one(state, engine_id, engine_prompt, params,
-                                            priority, prompt.param))
-    except BaseException:
+            engine_id = prepared.request_id if len(prompts) == 1 \
+                else f"{prepared.request_id}-{i}"
+            streams.append(await state.engine_client.add_request(
+                engine_id, prompt.token_ids, prepared.params, prepared.body.priority,
+                prompt=prompt.text))
         for stream in streams:
-            stream.close()
-        raise
+            await stream.wait_admitted()
+    except BaseException as exc:
+        _close_all(streams)
+        if isinstance(exc, RequestRejected) or not isinstance(exc, ValueError):
+            if isinstance(exc, Exception):  # dead core 503, refused 400, failed step 500
+                raise from_engine_error(exc) from None
+            raise
+        raise bad_request(str(exc)) from None   # a duplicate request id
     return MultiStream(streams)
 
 
-async def _compile_ahead(state: ServerState, params: SamplingParams) -> None:
-    """Compile the request's grammar on a worker thread (xgrammar releases the GIL), so
-    that the engine's own compile is a hit in xgrammar's cache and its step loop never
-    waits for a new schema; a spec that does not compile is a 400 before admission."""
-    grammar = getattr(getattr(state.async_engine, "engine", None), "grammar", None)
-    if grammar is None:
-        return
-    try:
-        await asyncio.to_thread(lambda: grammar.get().compile(params.structured_outputs))
-    except ParameterError as exc:
-        raise bad_request(str(exc), param=exc.param) from None
-
-
-async def _admit_one(state, request_id, prompt, params, priority, prompt_param):
-    try:
-        return await state.async_engine.add_request(request_id, prompt, params, priority)
-    except PromptTooLongError as exc:
-        raise bad_request(str(exc), param=prompt_param,
-                          code="context_length_exceeded") from None
-    except ParameterError as exc:
-        raise bad_request(str(exc), param=exc.param) from None
-    except ValueError as exc:
-        raise bad_request(str(exc)) from None
+def _close_all(streams: list[RequestStream]) -> None:
+    for stream in streams:
+        stream.close()
 
 
 class MultiStream:
@@ -118,8 +181,7 @@ class MultiStream:
                 task.cancel()
 
     def close(self) -> None:
-        for stream in self.streams:
-            stream.close()
+        _close_all(self.streams)
 
 
 async def collect(stream: MultiStream, request: Request) -> list[RequestOutput]:

@@ -1,11 +1,15 @@
-"""Running the app under uvicorn with a graceful drain on SIGTERM (and the first SIGINT).
+"""A front end's uvicorn with a graceful drain on SIGTERM (and the first SIGINT).
 
 Kubernetes sends SIGTERM, then SIGKILL after terminationGracePeriodSeconds. On SIGTERM we
 keep the socket open but answer 503 (/ready at once, so the endpoint leaves the Service;
 new /v1 requests, so stragglers retry elsewhere), let requests in flight finish for up to
-``shutdown_timeout`` seconds, abort what is left, and exit 0. Uvicorn's own handler would
-instead stop listening at once (refused connections, not 503s) and re-raise the signal
-after shutdown (exit status -15).
+``shutdown_timeout`` seconds, then end what is left with 503 + Retry-After (or, mid-stream,
+an error event with code service_unavailable, then [DONE]) and exit 0. Uvicorn's own
+handler would instead stop listening at once (refused connections, not 503s) and re-raise
+the signal after shutdown (exit status -15).
+
+After the drain, at most EXIT_AFTER_DRAIN_S pass before the pod's processes are gone (the
+operator's terminationGracePeriodSeconds leaves room for it; tests/contract checks).
 """
 from __future__ import annotations
 
@@ -16,11 +20,15 @@ import time
 
 import uvicorn
 
+from kubellm.runtime.engine_core.streams import EngineDeadError
 from kubellm.runtime.server.config import ServerConfig
 from kubellm.runtime.server.state import ServerState
 
 logger = logging.getLogger("kubellm.server")
 AFTER_ABORT_GRACE_S = 2.0  # lets aborted streams send their last bytes
+CORE_STOP_TIMEOUT_S = 5.0  # the supervisor's wait for the engine core after the front ends
+# drain end -> everything exited: aborted streams, uvicorn's close, the core's exit
+EXIT_AFTER_DRAIN_S = 2 * AFTER_ABORT_GRACE_S + CORE_STOP_TIMEOUT_S
 
 
 class DrainingServer(uvicorn.Server):
@@ -52,7 +60,8 @@ class DrainingServer(uvicorn.Server):
             await asyncio.sleep(0.05)
         if self.state.num_in_flight > 0:
             logger.warning("shutdown timeout: aborting %d request(s)", self.state.num_in_flight)
-            self.state.async_engine.abort_all()
+            self.state.engine_client.abort_all(EngineDeadError(
+                "the server is shutting down and the request ran past --shutdown-timeout"))
             deadline = time.monotonic() + AFTER_ABORT_GRACE_S
             while self.state.num_in_flight > 0 and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
@@ -65,10 +74,3 @@ def uvicorn_config(app, config: ServerConfig, **overrides) -> uvicorn.Config:
                           log_level=config.uvicorn_log_level,
                           timeout_graceful_shutdown=AFTER_ABORT_GRACE_S,
                           **overrides)
-
-
-def serve(app, config: ServerConfig) -> None:
-    """Blocks until drained after SIGTERM/SIGINT."""
-    server = DrainingServer(uvicorn_config(app, config), app.state.kubellm,
-                            config.shutdown_timeout)
-    server.run()

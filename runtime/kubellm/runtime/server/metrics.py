@@ -4,12 +4,22 @@ read kubellm unchanged. ``VLLM_METRICS`` lists every vLLM name served (a test ho
 
 Each app owns its CollectorRegistry: prometheus_client's default registry is process
 global, and several servers may live in one process (tests, benchmarks). Engine-side
-numbers (queue depth, KV usage, token counters, tokens per step) are read from the
-engine's last stats snapshot at scrape time; per-request numbers are observed as outputs
-reach the event loop, from the engine's own timestamps where it keeps them.
+numbers (queue depth, KV usage, token counters, tokens per step) come from the engine
+core's stats, which it sends every front end with each step, and are read at scrape time;
+``vllm:cache_config_info`` from what the core reported at start (CoreInfo). Per-request
+numbers are observed by the front end that streams the request, as its outputs arrive:
+latencies on its clock, queue/prefill/decode/inference times from the engine's own
+timestamps (the core's CLOCK_MONOTONIC, the same clock in every process of the host),
+token counts from the outputs.
+
+With several front ends (``--api-server-count``), the supervisor sets
+PROMETHEUS_MULTIPROC_DIR before starting them: every front end then writes its
+histograms and counters to files there (prometheus_client's multiprocess mode, as vLLM
+does), and whichever front end a scrape reaches sums all of them.
 """
 from __future__ import annotations
 
+import os
 import time
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -17,7 +27,7 @@ from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
                                     HistogramMetricFamily)
 
 from kubellm.runtime.core.outputs import RequestOutput
-from kubellm.runtime.server.async_engine import AsyncLLMEngine, EngineHooks, RequestTimes
+from kubellm.runtime.engine_core.streams import EngineHooks, RequestTimes
 
 # Bucket edges as vLLM uses them, so histograms line up on shared dashboards.
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
@@ -94,19 +104,25 @@ class _EngineStatsCollector:
     """Gauges, counters and the tokens-per-step histogram read from the engine's stats
     snapshot at scrape time, and the two info gauges vLLM's consumers read."""
 
-    def __init__(self, async_engine: AsyncLLMEngine, model_name: str, cache_info: dict):
-        self.async_engine = async_engine
+    def __init__(self, state, model_name: str, cache_info: dict):
+        self.state = state
         self.model_name = model_name
         self.cache_info = cache_info
 
     def collect(self):
-        stats = self.async_engine.stats
+        client = self.state.engine_client
+        stats = client.stats
         labels = ["model_name"]
         waiting = GaugeMetricFamily("vllm:num_requests_waiting",
                                     "requests waiting to be scheduled (queue depth)",
                                     labels=labels)
-        waiting.add_metric([self.model_name], self.async_engine.num_waiting)
+        waiting.add_metric([self.model_name], client.num_waiting)
         yield waiting
+        preprocessing = GaugeMetricFamily(
+            "kubellm:num_requests_preprocessing",
+            "requests this front end is parsing, templating or tokenizing", labels=labels)
+        preprocessing.add_metric([self.model_name], self.state.num_preprocessing)
+        yield preprocessing
         for name, attr, help_text in _GAUGES:
             gauge = GaugeMetricFamily(name, help_text, labels=labels)
             gauge.add_metric([self.model_name], float(getattr(stats, attr, 0) or 0))
@@ -148,41 +164,42 @@ class _EngineStatsCollector:
         yield lora
 
 
-def cache_info(engine) -> dict[str, str]:
-    """vllm:cache_config_info's labels (vLLM's CacheConfig fields) from an engine."""
-    config, kv = engine.config, getattr(engine, "kv", None)
-    num_blocks = getattr(kv, "num_blocks", None)
-    return {"block_size": str(config.block_size), "cache_dtype": "auto",
-            "cpu_offload_gb": "0", "enable_prefix_caching": str(config.enable_prefix_caching),
-            "gpu_memory_utilization": str(config.gpu_memory_utilization),
-            "is_attention_free": "False", "num_cpu_blocks": "None",
-            "num_gpu_blocks": str(num_blocks), "num_gpu_blocks_override":
-            str(config.num_kv_blocks), "sliding_window": "None", "swap_space": "0"}
-
-
 class ServerMetrics:
-    def __init__(self, model_name: str, max_model_len: int = 8192):
+    def __init__(self, model_name: str, max_model_len: int = 8192,
+                 cache_info: dict | None = None):
         self.model_name = model_name
+        self.cache_info = dict(cache_info or {})
+        self.is_multiprocess = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
         self.registry = CollectorRegistry(auto_describe=False)
+        # multiprocess: values live in files; the registry would count them twice
+        own = None if self.is_multiprocess else self.registry
         labels = ["model_name"]
         self.histograms: dict[str, Histogram] = {}
         for name, (help_text, buckets) in _HISTOGRAMS.items():
             if buckets == "tokens":
                 buckets = token_buckets(max_model_len)
             self.histograms[name] = Histogram(name, help_text, labels, buckets=buckets,
-                                              registry=self.registry)
+                                              registry=own)
         self.success = Counter("vllm:request_success", "finished requests",
-                               labels + ["finished_reason"], registry=self.registry)
+                               labels + ["finished_reason"], registry=own)
         # series exist (at 0) from the start, so rates and dashboards work before traffic
         for histogram in self.histograms.values():
             histogram.labels(model_name)
         for reason in ("stop", "length", "abort"):
             self.success.labels(model_name, reason)
 
-    def attach(self, async_engine: AsyncLLMEngine) -> None:
-        self.registry.register(_EngineStatsCollector(async_engine, self.model_name,
-                                                     cache_info(async_engine.engine)))
-        async_engine.hooks = EngineHooks(on_output=self.on_output, on_abort=self.on_abort)
+    def attach(self, state) -> None:
+        """Read engine stats from ``state.engine_client`` and observe its requests."""
+        self.registry.register(_EngineStatsCollector(state, self.model_name,
+                                                     self.cache_info))
+        if self.is_multiprocess:
+            from prometheus_client import multiprocess
+            multiprocess.MultiProcessCollector(self.registry)
+        state.engine_client.hooks = EngineHooks(on_output=self.on_output,
+                                                on_abort=self.on_abort)
+
+    def exposition_registry(self) -> CollectorRegistry:
+        return self.registry
 
     def _observe(self, name: str, value) -> None:
         if value is not None:

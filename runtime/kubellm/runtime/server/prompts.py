@@ -22,16 +22,32 @@ class Prompt:
         return self.text if self.text is not None else tokenizer.decode(self.token_ids)
 
 
+def check_chars(state: ServerState, num_chars: int, prompt_param: str) -> None:
+    """Refuse before tokenizing a prompt whose length in characters alone proves it
+    longer than the context (no token covers more than ``max_chars_per_token``)."""
+    if num_chars > state.max_model_len * state.max_chars_per_token:
+        raise bad_request(f"{prompt_param} has {num_chars} characters, more than this "
+                          f"model's maximum context length of {state.max_model_len} tokens "
+                          "can hold", param=prompt_param, code="context_length_exceeded")
+
+
 def completion_prompts(state: ServerState, prompts: list, truncate: int | None
                        ) -> list[Prompt]:
     """Each text prompt tokenized (as offline ``LLM.generate`` does), each id list
-    checked against the vocabulary."""
+    checked against the vocabulary. Without truncation, a prompt whose length alone
+    proves it too long is refused before it is tokenized or scanned."""
     out = []
     for i, prompt in enumerate(prompts):
         if isinstance(prompt, str):
+            if truncate is None:  # truncation may keep the tail of any prompt
+                check_chars(state, len(prompt), "prompt")
             ids = state.tokenizer.encode(prompt)
             text = prompt
         else:
+            if truncate is None and len(prompt) >= state.max_model_len:
+                raise bad_request(f"prompt has {len(prompt)} tokens; this model's maximum "
+                                  f"context length is {state.max_model_len}", param="prompt",
+                                  code="context_length_exceeded")
             bad = [t for t in prompt if not 0 <= t < state.vocab_size]
             if bad:
                 raise bad_request(f"prompt holds token id {bad[0]}, out of range "
@@ -58,8 +74,10 @@ def chat_prompt(state: ServerState, body: ChatCompletionRequest) -> Prompt:
     except ParameterError as exc:
         raise bad_request(exc.message if exc.param in exc.message else str(exc),
                           param=exc.param) from None
-    ids = state.tokenizer.encode(text, add_special_tokens=body.add_special_tokens)
     truncate = body.truncate_prompt_tokens
+    if truncate is None:
+        check_chars(state, len(text), "messages")
+    ids = state.tokenizer.encode(text, add_special_tokens=body.add_special_tokens)
     if truncate is not None and len(ids) > truncate:
         ids = ids[-truncate:]
     return Prompt(text, ids, param="messages")

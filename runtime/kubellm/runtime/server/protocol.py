@@ -10,7 +10,6 @@ and logged once per name so that an operator sees what is being dropped.
 """
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
@@ -18,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from kubellm.runtime.core.sampling_params import ParameterError, SamplingParams
 from kubellm.runtime.server.errors import bad_request
+from kubellm.runtime.server.json_body import parse_json_object
 from kubellm.runtime.server.structured_request import structured_outputs
 
 logger = logging.getLogger("kubellm.server")
@@ -143,7 +143,8 @@ class _SamplingFields(_Body):
     def check_common(self, max_logprobs: int) -> None:
         """Checks that depend on nothing but the body and the server's limits."""
         if self.stream_options is not None and not self.stream:
-            raise bad_request("stream_options is only allowed with stream: true",
+            # as OpenAI and vLLM: options of a stream that is not one are a mistake
+            raise bad_request("stream_options is only allowed when stream is true",
                               param="stream_options")
         for name, value in (("prompt_logprobs", self.prompt_logprobs),):
             if value is not None and not 0 <= value <= max_logprobs:
@@ -160,12 +161,7 @@ class _SamplingFields(_Body):
 
 def parse_body(raw: bytes, model_cls: type[_Body]) -> _Body:
     """JSON bytes -> a validated request, or APIError 400 naming the first bad field."""
-    try:
-        data = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise bad_request(f"request body is not valid JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise bad_request("request body must be a JSON object")
+    data = parse_json_object(raw)
     for name, (accepted, why) in UNSUPPORTED.items():
         if name in data and data[name] not in accepted:
             raise bad_request(f"{name}: {why}", param=name)

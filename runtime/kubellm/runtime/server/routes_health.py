@@ -20,8 +20,8 @@ async def health(request: Request):
     """Liveness: the process answers and the engine loop still runs. Draining is healthy:
     a pod that is finishing its requests must not be killed for it."""
     state = request.app.state.kubellm
-    if not state.async_engine.is_alive:
-        raise APIError(503, "engine loop is not running", code="engine_dead")
+    if not state.engine_client.is_alive:
+        raise APIError(503, "the engine core is not running", code="engine_dead")
     return {"status": "ok"}
 
 
@@ -31,14 +31,16 @@ async def ready(request: Request):
     state = request.app.state.kubellm
     if state.is_draining:
         raise unavailable("server is shutting down")
-    if not state.async_engine.is_alive:
-        raise unavailable("engine loop is not running")
+    if not state.engine_client.is_alive:
+        raise unavailable("the engine core is not running")
+    if not state.engine_client.is_connected:
+        raise unavailable("waiting for the engine core's first answer")
     return {"status": "ready"}
 
 
 @router.get("/metrics")
 async def metrics(request: Request):
-    registry = request.app.state.kubellm.metrics.registry
+    registry = request.app.state.kubellm.metrics.exposition_registry()
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
 

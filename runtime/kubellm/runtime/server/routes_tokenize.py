@@ -3,6 +3,7 @@ root, beside /v1): evaluation harnesses tokenize through the server instead of l
 the tokenizer themselves (lm-eval's ``tokenizer_backend=remote``)."""
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -35,10 +36,26 @@ class DetokenizeRequest(_Body):
     tokens: list[int]
 
 
+async def _off_loop(request: Request, work):
+    """Parse and (de)tokenize on the preprocessing threads, as the completion routes do:
+    a body at the size limit must not stall the event loop."""
+    state = request.app.state.kubellm
+    raw = await request.body()
+    state.num_preprocessing += 1
+    try:
+        return await asyncio.get_running_loop().run_in_executor(
+            state.preprocess_pool, work, state, raw)
+    finally:
+        state.num_preprocessing -= 1
+
+
 @router.post("/tokenize")
 async def tokenize(request: Request):
-    state = request.app.state.kubellm
-    body = parse_body(await request.body(), TokenizeRequest)
+    return await _off_loop(request, _tokenize)
+
+
+def _tokenize(state, raw: bytes) -> dict:
+    body = parse_body(raw, TokenizeRequest)
     check_model(state, body.model)
     if (body.prompt is None) == (body.messages is None):
         raise bad_request("give either prompt or messages", param="prompt")
@@ -64,8 +81,11 @@ async def tokenize(request: Request):
 
 @router.post("/detokenize")
 async def detokenize(request: Request):
-    state = request.app.state.kubellm
-    body = parse_body(await request.body(), DetokenizeRequest)
+    return await _off_loop(request, _detokenize)
+
+
+def _detokenize(state, raw: bytes) -> dict:
+    body = parse_body(raw, DetokenizeRequest)
     check_model(state, body.model)
     bad = [t for t in body.tokens if not 0 <= t < state.vocab_size]
     if bad:

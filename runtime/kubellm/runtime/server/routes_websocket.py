@@ -11,10 +11,7 @@ from __future__ import annotations
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
 from kubellm.runtime.server import generation, responses
-from kubellm.runtime.server.async_engine import EngineStepError
-from kubellm.runtime.server.errors import APIError
-from kubellm.runtime.server.prompts import check_length, completion_prompts
-from kubellm.runtime.server.protocol import parse_body
+from kubellm.runtime.server.errors import APIError, from_engine_error
 from kubellm.runtime.server.protocol_completions import CompletionRequest
 from kubellm.runtime.server.responses import ChoiceCursor
 
@@ -27,7 +24,7 @@ async def ws_completions(websocket: WebSocket):
     state = websocket.app.state.kubellm
     try:
         while True:
-            raw = await websocket.receive_text()
+            raw = await _receive_raw(websocket)
             try:
                 await _serve_one(websocket, state, raw)
             except APIError as exc:
@@ -36,17 +33,23 @@ async def ws_completions(websocket: WebSocket):
         return
 
 
-async def _serve_one(websocket: WebSocket, state, raw: str) -> None:
-    body = parse_body(raw.encode(), CompletionRequest)
-    generation.check_model(state, body.model)
-    params = body.to_sampling_params(state.generation_defaults, state.max_logprobs)
-    prompts = completion_prompts(state, body.prompts(), body.truncate_prompt_tokens)
-    for prompt in prompts:
-        check_length(state, prompt, params)
-    request_id = responses.new_id("cmpl")
-    stream = await generation.admit(state, request_id, prompts, params, body.priority)
+async def _receive_raw(websocket: WebSocket) -> bytes:
+    message = await websocket.receive()
+    if message["type"] == "websocket.disconnect":
+        raise WebSocketDisconnect(message.get("code", 1000))
+    if message.get("bytes") is not None:
+        return message["bytes"]
+    return (message.get("text") or "").encode()
+
+
+async def _serve_one(websocket: WebSocket, state, raw: bytes) -> None:
+    if len(raw) > state.config.max_request_body_bytes:
+        raise APIError(413, f"message is larger than {state.config.max_request_body_bytes} "
+                            "bytes (--max-request-body-bytes)", code="request_too_large")
+    prepared, stream = await generation.start(state, raw, CompletionRequest)
+    request_id, params = prepared.request_id, prepared.params
     cursors: dict[int, ChoiceCursor] = {}
-    last = [None] * len(prompts)
+    last = [None] * len(prepared.prompts)
     try:
         async for i, out in stream:
             last[i] = out
@@ -56,8 +59,8 @@ async def _serve_one(websocket: WebSocket, state, raw: str) -> None:
                 if step is not None:
                     await websocket.send_json({"index": index, "text": step[0],
                                                "finish_reason": step[3]})
-    except EngineStepError as exc:
-        raise APIError(500, str(exc)) from None
+    except Exception as exc:
+        raise from_engine_error(exc) from None
     finally:
         stream.close()
     outs = [o for o in last if o is not None]

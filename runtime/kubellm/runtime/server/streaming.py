@@ -1,15 +1,15 @@
 """Server-sent events for streamed completions: one ``data: {json}`` event per chunk,
-``data: [DONE]`` at the end, and an OpenAI-shaped error event if the engine fails."""
+``data: [DONE]`` at the end; if the engine fails or the server shuts down mid-stream, an
+OpenAI-shaped error event, then ``[DONE]``."""
 from __future__ import annotations
 
-import json
 from typing import AsyncIterator, Callable
 
 from starlette.responses import StreamingResponse
 
 from kubellm.runtime.core.outputs import RequestOutput
-from kubellm.runtime.server.async_engine import EngineStepError
-from kubellm.runtime.server.errors import APIError
+from kubellm.runtime.server.errors import from_engine_error
+from kubellm.runtime.server.fast_json import dumps
 
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -32,8 +32,8 @@ class EngineStreamResponse(StreamingResponse):
 
 
 def sse(data: dict | str) -> bytes:
-    payload = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
-    return f"data: {payload}\n\n".encode()
+    payload = data.encode() if isinstance(data, str) else dumps(data)
+    return b"data: " + payload + b"\n\n"
 
 
 async def sse_events(stream, on_output: Callable[[int, RequestOutput], list[dict]],
@@ -55,7 +55,10 @@ async def sse_events(stream, on_output: Callable[[int, RequestOutput], list[dict
             for chunk in final_chunks():
                 yield sse(chunk)
         yield sse("[DONE]")
-    except EngineStepError as exc:
-        yield sse(APIError(500, str(exc)).body())
+    except Exception as exc:
+        # a status line was sent long ago: the error travels as the last event, with a
+        # code a client can act on (service_unavailable: retry elsewhere), then [DONE]
+        yield sse(from_engine_error(exc).body())
+        yield sse("[DONE]")
     finally:
         stream.close()

@@ -62,8 +62,20 @@ class ModelRunner:
     def capture_decode_graphs(self, max_num_seqs: int, max_model_len: int) -> None:
         from kubellm.runtime.worker.cuda_graphs import DecodeGraphs
         self.graphs = DecodeGraphs(self.model, self.device, max_num_seqs,
-                                   -(-max_model_len // self.block_size))
+                                   -(-max_model_len // self.block_size), self.dtype)
         self.graphs.capture()
+
+    def shutdown(self) -> None:
+        """Free the weights, the KV cache and the CUDA graphs now, even while something
+        still holds this runner (an engine kept after its shutdown, a traceback)."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)  # nothing queued still reads them
+        for layer in self.attn_layers:
+            layer.k_cache = layer.v_cache = None
+        self.attn_layers = []
+        self.graphs = self.model = self._staging = None
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
 
     # ---- one step ------------------------------------------------------------------
     def execute(self, out: SchedulerOutput, block_tables: list[list[int]]):
@@ -109,14 +121,21 @@ class ModelRunner:
         return event
 
     def forward(self, token_ids, positions, meta: AttentionMetadata) -> torch.Tensor:
+        return self.forward_stage(token_ids, positions, meta)[0]
+
+    def forward_stage(self, token_ids, positions, meta: AttentionMetadata, hidden=None,
+                      residual=None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The model (or this rank's pipeline stage of it): a CUDA graph's replay for a
+        decode step that fits one, else eager. A later stage starts from ``hidden`` and
+        ``residual``; the last stage gives no residual out (None)."""
         if self.graphs is not None and meta.is_decode_only and self.graphs.fits(meta):
-            return self.graphs.replay(token_ids, positions, meta)
+            return self.graphs.replay(token_ids, positions, meta, hidden, residual)
         set_metadata(meta)
         try:
-            hidden, _ = self.model(token_ids, positions)
+            hidden, residual = self.model(token_ids, positions, hidden, residual)
         finally:
             set_metadata(None)
-        return hidden
+        return hidden, None if self.model.is_last_stage else residual
 
     def prepare_inputs(self, out: SchedulerOutput, block_tables: list[list[int]],
                        ahead_of: "StepHandle | None" = None):

@@ -6,6 +6,10 @@ Random-token prompts of ``--input-len`` tokens ask for exactly ``--output-len`` 
 chunks) and end-to-end latency as mean/p50/p90/p99 in ms, and output tok/s; writes JSON
 and a PNG of latency against request rate.
 
+``--workloads 64@16,512@inf`` runs several (requests, rate) pairs instead of one
+``--num-prompts`` at every rate; the issue-14 targets for HTTP against in process are
+checked per pair (serve_targets.py) and printed.
+
 Backends, one or both in one run:
 - HTTP: ``--url`` of a running server, or ``--launch`` to start ``kubellm serve`` with the
   engine flags given here (stopped with SIGTERM after the HTTP runs);
@@ -44,6 +48,14 @@ def add_serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--request-rates", default="2,8,32,inf",
                    help="comma-separated requests/s; inf sends all at once")
     p.add_argument("--num-prompts", type=int, default=128, help="requests per rate")
+    p.add_argument("--workloads", default=None,
+                   help="comma-separated REQUESTS@RATE pairs (e.g. 64@16,512@inf); "
+                        "replaces --request-rates and --num-prompts")
+    p.add_argument("--api-server-count", type=int, default=1,
+                   help="API server processes of the launched server")
+    p.add_argument("--profile-dir", default=None,
+                   help="write stack-sample profiles of every server process (and of the "
+                        "in-process run) here (KUBELLM_PROFILE_DIR)")
     p.add_argument("--input-len", type=int, default=512)
     p.add_argument("--output-len", type=int, default=128)
     p.add_argument("--prompt-vocab", type=int, default=32000,
@@ -100,11 +112,14 @@ async def http_request(client, prompt: list[int], args, model: str) -> Sample:
             async for line in r.aiter_lines():
                 if not line.startswith("data: {"):
                     continue
-                data = json.loads(line[6:])
-                if data.get("usage"):
-                    s.num_output_tokens = data["usage"]["completion_tokens"]
-                    continue
                 now = time.perf_counter()
+                # parse only the rare events: with 512 streams the client must keep up
+                if line.startswith('data: {"error"'):
+                    s.error = line[6:206]
+                    return s
+                if '"usage":{' in line:
+                    s.num_output_tokens = json.loads(line[6:])["usage"]["completion_tokens"]
+                    continue
                 if s.ttft is None:
                     s.ttft = now - start
                 else:
@@ -191,6 +206,22 @@ def summarize(samples: list[Sample], wall_s: float, rate: float) -> dict:
             "e2e_ms": _stats_ms([s.latency for s in ok])}
 
 
+def _parse_workloads(args) -> list[tuple[int, float]]:
+    if not args.workloads:
+        return [(args.num_prompts, rate) for rate in _parse_rates(args.request_rates)]
+    pairs = []
+    for item in args.workloads.split(","):
+        count, _, rate = item.strip().partition("@")
+        try:
+            pairs.append((int(count), float(rate)))
+        except ValueError:
+            raise SystemExit(f"kubellm: error: --workloads: expected REQUESTS@RATE, got "
+                             f"{item!r}") from None
+        if pairs[-1][0] < 1 or pairs[-1][1] <= 0:
+            raise SystemExit(f"kubellm: error: --workloads: {item!r} must be positive")
+    return pairs
+
+
 def _parse_rates(text: str) -> list[float]:
     try:
         rates = [float(r) for r in text.split(",") if r.strip()]
@@ -203,7 +234,8 @@ def _parse_rates(text: str) -> list[float]:
 
 # ---- launching a server --------------------------------------------------------------
 class LaunchedServer:
-    def __init__(self, config, ready_timeout: float):
+    def __init__(self, config, ready_timeout: float, api_server_count: int = 1,
+                 profile_dir: str | None = None):
         import yaml
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
@@ -215,8 +247,11 @@ class LaunchedServer:
         self.config_file.close()
         cmd = [sys.executable, "-m", "kubellm.runtime", "serve", "--config", self.config_file.name,
                "--host", "127.0.0.1", "--port", str(self.port),
-               "--uvicorn-log-level", "warning"]
-        self.proc = subprocess.Popen(cmd)
+               "--uvicorn-log-level", "warning", "--api-server-count", str(api_server_count)]
+        env = dict(os.environ)
+        if profile_dir:
+            env["KUBELLM_PROFILE_DIR"] = os.path.abspath(profile_dir)
+        self.proc = subprocess.Popen(cmd, env=env)
         self._wait_ready(ready_timeout)
 
     def _wait_ready(self, timeout: float) -> None:
@@ -249,38 +284,49 @@ def _served_model(url: str, api_key: str | None) -> str:
 
 
 def run_serve_bench(args: argparse.Namespace) -> int:
-    rates = _parse_rates(args.request_rates)
+    from kubellm.runtime.cli.bench.serve_targets import check_targets
+    workloads = _parse_workloads(args)
     if not args.url and not args.launch and not args.compare_in_process:
         raise SystemExit("kubellm: error: give --url, --launch or --compare-in-process")
     config = engine_config_from_args(args, model=args.model)
+    args.num_prompts = max(n for n, _ in workloads)
     prompts = make_workload(args)
     result = {"workload": {"num_prompts": args.num_prompts, "input_len": args.input_len,
-                           "output_len": args.output_len, "dataset_seed": args.dataset_seed},
+                           "output_len": args.output_len, "dataset_seed": args.dataset_seed,
+                           "workloads": [[n, "inf" if math.isinf(r) else r]
+                                         for n, r in workloads]},
+              "server": {"api_server_count": args.api_server_count},
               "engine": {k: v for k, v in dataclasses.asdict(config).items()
                          if v is not None}, "http": [], "in_process": []}
-    server = LaunchedServer(config, args.ready_timeout) if args.launch else None
+    server = (LaunchedServer(config, args.ready_timeout, args.api_server_count,
+                             args.profile_dir) if args.launch else None)
     try:
         url = args.url or (server.url if server else None)
         if url:
             model = _served_model(url, args.api_key)
             asyncio.run(_warm_up_http(url, prompts, args, model))
-            for rate in rates:
+            for num, rate in workloads:
                 start = time.perf_counter()
-                samples = asyncio.run(run_http_rate(url, prompts, rate, args, model))
+                samples = asyncio.run(run_http_rate(url, prompts[:num], rate, args, model))
                 result["http"].append(summarize(samples, time.perf_counter() - start, rate))
                 _print_row("http", result["http"][-1])
     finally:
         if server is not None:
             result["server_exit_code"] = server.stop()
     if args.compare_in_process:
-        timed = asyncio.run(_timed_inproc(config, prompts, rates, args))
-        for rate, (samples, wall) in timed.items():
+        timed = asyncio.run(_timed_inproc(config, prompts, workloads, args))
+        for (num, rate), (samples, wall) in zip(workloads, timed):
             result["in_process"].append(summarize(samples, wall, rate))
             _print_row("in-process", result["in_process"][-1])
     result["http_overhead"] = http_overhead(result["http"], result["in_process"])
     for row in result["http_overhead"]:
-        print(f"http overhead at rate {row['request_rate']}: TPOT p50 "
+        print(f"http vs in process, {row['num_requests']} requests at rate "
+              f"{row['request_rate']}: output tok/s x{row['output_tok_s_ratio']}, TPOT p50 "
               f"{row['tpot_p50_ms']:+.3f} ms/token, TTFT p50 {row['ttft_p50_ms']:+.3f} ms")
+    result["targets"] = check_targets(result["http_overhead"])
+    for row in result["targets"]:
+        print(f"target {row['name']}: {row['measured']} (want {row['want']}) -> "
+              f"{'met' if row['met'] else 'NOT met'}")
     if args.out:
         os.makedirs(args.out, exist_ok=True)
         with open(os.path.join(args.out, "serve_bench.json"), "w") as fh:
@@ -294,11 +340,15 @@ async def _warm_up_http(url, prompts, args, model) -> None:
     await run_http_rate(url, prompts[:4], math.inf, args, model)
 
 
-async def _timed_inproc(config, prompts, rates, args) -> dict:
-    """run_inproc_rates, with the wall time of each rate measured around its schedule."""
+async def _timed_inproc(config, prompts, workloads, args) -> list:
+    """Each workload through the engine in this process: (samples, wall seconds)."""
     from kubellm.runtime.engine.llm_engine import LLMEngine
+    from kubellm.runtime.engine_core import profiler
     from kubellm.runtime.server.async_engine import AsyncLLMEngine
 
+    if args.profile_dir:
+        os.environ[profiler.ENV] = os.path.abspath(args.profile_dir)
+        profiler.start_if_asked("in_process")
     engine = LLMEngine.from_config(config)
     async_engine = AsyncLLMEngine(engine)
     async_engine.start()
@@ -308,25 +358,25 @@ async def _timed_inproc(config, prompts, rates, args) -> dict:
         return inproc_request(async_engine, p, args, f"b{next(ids)}")
     try:
         await _warm_up(send, prompts)
-        out = {}
-        for rate in rates:
+        out = []
+        for num, rate in workloads:
             start = time.perf_counter()
-            samples = await _schedule(prompts, rate, args.dataset_seed, send)
-            out[rate] = (samples, time.perf_counter() - start)
+            samples = await _schedule(prompts[:num], rate, args.dataset_seed, send)
+            out.append((samples, time.perf_counter() - start))
         return out
     finally:
         async_engine.stop()
 
 
 def http_overhead(http_rows: list[dict], inproc_rows: list[dict]) -> list[dict]:
-    """Per rate: HTTP minus in-process latency (ms), the cost of the HTTP layer."""
-    by_rate = {row["request_rate"]: row for row in inproc_rows}
+    """Per workload: HTTP minus in-process latency (ms), the cost of the HTTP layer."""
+    by_workload = {(row["num_requests"], row["request_rate"]): row for row in inproc_rows}
     out = []
     for row in http_rows:
-        base = by_rate.get(row["request_rate"])
-        if not base or not row["tpot_ms"] or not base["tpot_ms"]:
+        base = by_workload.get((row["num_requests"], row["request_rate"]))
+        if not base or not row["tpot_ms"] or not base["tpot_ms"] or not base["output_tok_s"]:
             continue
-        out.append({"request_rate": row["request_rate"],
+        out.append({"num_requests": row["num_requests"], "request_rate": row["request_rate"],
                     "tpot_p50_ms": round(row["tpot_ms"]["p50"] - base["tpot_ms"]["p50"], 3),
                     "tpot_mean_ms": round(row["tpot_ms"]["mean"] - base["tpot_ms"]["mean"], 3),
                     "itl_p50_ms": round(row["itl_ms"]["p50"] - base["itl_ms"]["p50"], 3),
@@ -336,7 +386,8 @@ def http_overhead(http_rows: list[dict], inproc_rows: list[dict]) -> list[dict]:
 
 
 def _print_row(backend: str, row: dict) -> None:
-    print(f"[{backend}] rate {row['request_rate']}: {row['output_tok_s']} output tok/s, "
+    print(f"[{backend}] {row['num_requests']} requests at rate {row['request_rate']}: "
+          f"{row['output_tok_s']} output tok/s, "
           f"TTFT p50/p99 {row['ttft_ms'].get('p50')}/{row['ttft_ms'].get('p99')} ms, "
           f"TPOT p50/p99 {row['tpot_ms'].get('p50')}/{row['tpot_ms'].get('p99')} ms, "
           f"ITL p50/p99 {row['itl_ms'].get('p50')}/{row['itl_ms'].get('p99')} ms, "

@@ -63,7 +63,9 @@ def run_throughput(args: argparse.Namespace) -> int:
                                     args.hf_batch_size, engine.executor.device,
                                     engine.executor.dtype)
         result.update(hf)
-        result["speedup_vs_hf"] = round(result["output_tok_s"] / hf["hf_output_tok_s"], 2)
+        # a loaded machine can round a slow rate to 0: no ratio then, rather than a crash
+        result["speedup_vs_hf"] = (round(result["output_tok_s"] / hf["hf_output_tok_s"], 2)
+                                   if hf["hf_output_tok_s"] else None)
         print(f"transformers generate() (static batches of {args.hf_batch_size}): "
               f"{hf['hf_output_tok_s']} output tok/s; kubellm/hf = {result['speedup_vs_hf']}x")
     if args.json:

@@ -1,0 +1,121 @@
+"""A RequestOutput as a delta: only what changed since the front end last heard of it.
+
+Engine outputs are cumulative (all tokens so far); sending them whole every step would
+cost O(tokens) per step. The core sends, per request and step,
+``[request_id, request_sets, [[index, appends, sets], ...]]`` (plus ``request_appends``
+when a request-level list grew): the new tail of every sequence-valued field of a
+CompletionOutput (token ids, logprobs, text) and of the request (prompt_logprobs), the
+new value of every other field that changed. Fields are
+read from the dataclasses themselves, so a field added to either class travels without
+a change here; the prompt is not sent back (the front end sent it).
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from kubellm.runtime.core.outputs import CompletionOutput, RequestOutput
+
+_NOT_SENT_BACK = ("request_id", "prompt", "prompt_token_ids", "outputs")
+REQUEST_FIELDS = tuple(f.name for f in dataclasses.fields(RequestOutput)
+                       if f.name not in _NOT_SENT_BACK)
+COMPLETION_FIELDS = tuple(f.name for f in dataclasses.fields(CompletionOutput)
+                          if f.name != "index")
+# text fields (default "") grow; other strings (finish_reason) are set once
+_GROWING_TEXT = frozenset(f.name for f in dataclasses.fields(CompletionOutput)
+                          if f.default == "")
+_UNSET = object()
+
+
+def _grows(name: str, value) -> bool:
+    """Sequence-valued fields only ever grow while a request runs: send their tail."""
+    if isinstance(value, str):
+        return name in _GROWING_TEXT
+    return isinstance(value, Sequence)
+
+
+class _Sent:
+    __slots__ = ("request", "request_counts", "counts", "values")
+
+    def __init__(self, num_completions: int):
+        self.request: dict = {}
+        self.request_counts: dict = {}     # request-level sequence field -> length sent
+        self.counts = [dict() for _ in range(num_completions)]  # sequence field -> length
+        self.values = [dict() for _ in range(num_completions)]  # other field -> value
+
+
+class DeltaEncoder:
+    """Core side: remembers, per request, what has been sent."""
+
+    def __init__(self):
+        self._sent: dict[str, _Sent] = {}
+
+    def encode(self, out: RequestOutput) -> list:
+        sent = self._sent.get(out.request_id)
+        if sent is None:
+            sent = self._sent[out.request_id] = _Sent(len(out.outputs))
+        request_sets, request_appends = {}, {}
+        for name in REQUEST_FIELDS:
+            value = getattr(out, name)
+            if _grows(name, value):  # a list the engine extends in place (prompt_logprobs)
+                num_sent = sent.request_counts.get(name, 0)
+                if len(value) > num_sent:
+                    request_appends[name] = value[num_sent:]
+                    sent.request_counts[name] = len(value)
+            elif sent.request.get(name, _UNSET) != value:
+                request_sets[name] = sent.request[name] = value
+        completions = []
+        for comp in out.outputs:
+            counts, values = sent.counts[comp.index], sent.values[comp.index]
+            appends, sets = {}, {}
+            for name in COMPLETION_FIELDS:
+                value = getattr(comp, name)
+                if _grows(name, value):
+                    num_sent = counts.get(name, 0)
+                    if len(value) > num_sent:
+                        appends[name] = value[num_sent:]
+                        counts[name] = len(value)
+                elif values.get(name, _UNSET) != value:
+                    sets[name] = values[name] = value
+            if appends or sets:
+                completions.append([comp.index, appends or None, sets or None])
+        if out.finished:
+            del self._sent[out.request_id]
+        if request_appends:
+            return [out.request_id, request_sets or None, completions, request_appends]
+        return [out.request_id, request_sets or None, completions]
+
+    def forget(self, request_id: str) -> None:
+        self._sent.pop(request_id, None)
+
+
+def apply_request_delta(target: RequestOutput, delta: list, skip=()) -> None:
+    """Front end side: the request-level part of one delta (sets, and list tails)."""
+    for name, value in (delta[1] or {}).items():
+        if name not in skip:
+            setattr(target, name, value)
+    for name, tail in (delta[3] if len(delta) > 3 else {}).items():
+        current = getattr(target, name)
+        if isinstance(current, list):
+            current.extend(tail)
+        else:
+            setattr(target, name, list(tail))
+
+
+def apply_completion_delta(comp: CompletionOutput, appends: dict | None, sets: dict | None,
+                           skip=()) -> None:
+    """Front end side: grow and set ``comp``'s fields as the core's delta says (fields in
+    ``skip`` are the caller's to handle)."""
+    for name, tail in (appends or {}).items():
+        if name in skip:
+            continue
+        current = getattr(comp, name)
+        if isinstance(tail, str):
+            setattr(comp, name, (current or "") + tail)
+        elif isinstance(current, list):
+            current.extend(tail)
+        else:
+            setattr(comp, name, list(tail))
+    for name, value in (sets or {}).items():
+        if name not in skip:
+            setattr(comp, name, value)
