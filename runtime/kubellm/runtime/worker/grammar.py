@@ -24,7 +24,8 @@ _CACHE_LIMIT_BYTES = 512 << 20   # xgrammar's compile cache (repeats cost <= 0.1
 # budget with whitespace inside a JSON object (seen with a random model: 60 tokens of
 # newlines and tabs; vLLM users meet it as endless newlines). 20 still allows 4-space
 # pretty-printing 4 levels deep. The bound costs compile time (small schema, loaded CPU:
-# 8 -> ~40 ms), which the server spends off the engine's thread (server/generation.py).
+# 8 -> ~40 ms), which the engine core spends on a thread beside its loop
+# (engine_core/core_proc.py).
 MAX_JSON_WHITESPACE = 20
 
 
