@@ -14,6 +14,7 @@ from kubellm.runtime.server.errors import bad_request
 from kubellm.runtime.server.generation import check_model
 from kubellm.runtime.server.protocol import _Body, parse_body
 from kubellm.runtime.server.protocol_chat import ChatMessage, Tool
+from kubellm.runtime.server.routes_openai import _documented_body
 
 router = APIRouter()
 
@@ -49,7 +50,7 @@ async def _off_loop(request: Request, work):
         state.num_preprocessing -= 1
 
 
-@router.post("/tokenize")
+@router.post("/tokenize", openapi_extra=_documented_body(TokenizeRequest))
 async def tokenize(request: Request):
     return await _off_loop(request, _tokenize)
 
@@ -79,7 +80,7 @@ def _tokenize(state, raw: bytes) -> dict:
             "token_strs": strs}
 
 
-@router.post("/detokenize")
+@router.post("/detokenize", openapi_extra=_documented_body(DetokenizeRequest))
 async def detokenize(request: Request):
     return await _off_loop(request, _detokenize)
 
