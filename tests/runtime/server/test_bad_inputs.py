@@ -83,6 +83,12 @@ CASES = [
      "stop_token_ids"),
     ("regex-does-not-compile", *completion(structured_outputs={"regex": "(a"}), AUTH, 400,
      "structured_outputs"),
+    # refused by the engine core: a stream starts only once the core took the request in
+    ("regex-does-not-compile-streamed", *completion(structured_outputs={"regex": "(a"},
+                                                    stream=True), AUTH, 400,
+     "structured_outputs"),
+    ("logit-bias-outside-vocab-streamed", *chat(logit_bias={"999999": 1}, stream=True), AUTH,
+     400, "logit_bias"),
     ("grammar-does-not-compile", *completion(structured_outputs={"grammar": "root ::= x"}),
      AUTH, 400, "structured_outputs"),
     ("structured-two-kinds", *completion(structured_outputs={"regex": "a", "choice": ["b"]}),
