@@ -125,3 +125,12 @@ def test_shutdown_refuses_requests_still_compiling(core):
     core._abort_everything("the server is shutting down", kind="shutdown")
     assert [r[:2] for r in core._pending[0].rejections] == [["g", "shutdown"]]
     assert not core._compiling
+
+
+def test_a_failed_step_leaves_requests_still_compiling_alone(core):
+    _add(core, "g", SamplingParams(structured_outputs=StructuredOutputsParams(regex="a")))
+    core._abort_everything("engine step failed", kind="engine_error")
+    assert core._pending[0].rejections == [] and "g" in core._compiling
+    core.engine.grammar.compiler.release.set()
+    _settle(core, "g")
+    assert core.engine.added == ["g"]

@@ -319,9 +319,10 @@ class EngineCore:
             box.accepted.append(request_id)
 
     def _abort_everything(self, message: str, kind: str) -> None:
-        for request_id, (frontend, _, _) in list(self._compiling.items()):
-            self._pending[frontend].rejections.append([request_id, kind, message, None])
-        self._compiling.clear()
+        if kind == "shutdown":  # a failed step leaves requests still compiling alone
+            for request_id, (frontend, _, _) in list(self._compiling.items()):
+                self._pending[frontend].rejections.append([request_id, kind, message, None])
+            self._compiling.clear()
         for request_id, frontend in list(self.owner.items()):
             try:
                 self.engine.abort_request(request_id)
@@ -352,6 +353,10 @@ class EngineCore:
         self.context.term()
         if self._compile_pool is not None:
             self._compile_pool.shutdown(wait=False, cancel_futures=True)
+        os.close(self._compiled_r)
+        if self._compile_pool is None:
+            os.close(self._compiled_w)
+        # else a compile may still finish and write: the process is about to exit anyway
 
 
 class _Outbox:
