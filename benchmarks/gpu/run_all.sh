@@ -11,6 +11,11 @@
 #     SmolLM2 tokenizer files in .serve-bench/tokenizer (tests read KUBELLM_TEST_TOKENIZER_DIR);
 #     then benchmarks/gpu/multi_gpu.py (TP/PP vs TP=1, W scaling, collective times) with
 #     MULTI_ARGS (default "--budget-s 420": it starts no configuration past that)
+#   STAGES="api" bash benchmarks/gpu/run_all.sh     # structured outputs and logprobs on the
+#     GPU (~4 min): carry .serve-bench (its whl/ holds xgrammar, which the image lacks);
+#     CUDA tests of the grammar mask and prompt logprobs, then benchmarks/api/mask_bench.py
+#     (batch 64, vocab 128256), grammar_engines.py (xgrammar vs llguidance on this host's
+#     CPU) and logprob_overhead.py (Llama-3-8B shape)
 #   STAGES="mp" bash benchmarks/gpu/run_all.sh      # one GPU: workload W through the
 #     multi-process engine at one rank (NCCL) vs the single-process engine in one run, and
 #     GPU memory after each engine's shutdown (benchmarks/gpu/mp_engine.py), then the
@@ -105,6 +110,19 @@ run_stage() {
              # shellcheck disable=SC2086  # MULTI_ARGS is a list of flags
              python3 -m benchmarks.gpu.multi_gpu --out "$OUT" ${MULTI_ARGS:---budget-s 420} 2>&1 \
                | tee "$OUT/multi_gpu.log" | grep -v Warning | tail -30 ;;
+    api)     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site-api \
+               .serve-bench/whl/*.whl 2>&1 | tail -3
+             export PYTHONPATH=$PYTHONPATH:/tmp/site-api   # after the image's own packages
+             KUBELLM_TEST_TOKENIZER_DIR=$PWD/.serve-bench/tokenizer python3 -m pytest -m gpu \
+               tests/runtime/worker/test_constraints_cuda.py -q -p no:cacheprovider 2>&1 \
+               | tee "$OUT/api_gpu_tests.log" | tail -15
+             python3 -m benchmarks.api.mask_bench --device cuda --vocab-size 128256 \
+               --tokenizer .serve-bench/tokenizer --out "$OUT" 2>&1 | tee "$OUT/mask_bench.log" \
+               | tail -12
+             python3 -m benchmarks.api.grammar_engines --tokenizer .serve-bench/tokenizer \
+               --out "$OUT" 2>&1 | tee "$OUT/grammar_engines.log" | tail -16
+             python3 -m benchmarks.api.logprob_overhead --device cuda --out "$OUT" 2>&1 \
+               | tee "$OUT/logprob_overhead.log" | grep -v Warning | tail -20 ;;
   esac
 }
 # STAGE_SECONDS="w4a16=230 moe=180": a stage still running after its seconds is stopped

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fill .serve-bench/ (git-ignored) on the development machine with what the GPU machine
-# lacks for STAGES="serve multi" of benchmarks/gpu/run_all.sh: the SmolLM2 tokenizer
+# lacks for STAGES="serve multi api" of benchmarks/gpu/run_all.sh: the SmolLM2 tokenizer
 # files and Python 3.12 wheels of the server's dependencies (the GPU machine has no
 # network). Pass it to the device tool as carry: [".serve-bench"].
 #   bash benchmarks/serving/prepare_serve_bench.sh [PYTHON]
@@ -24,4 +24,9 @@ PY
   typing-inspection typing-extensions annotated-doc opentelemetry-api anyio click h11 \
   httpx httpcore sniffio certifi idna pyyaml pyzmq msgspec orjson uvloop httptools \
   prometheus-client
+# structured outputs (STAGES=api): xgrammar (and llguidance, which its benchmark compares
+# it with); their wheels are manylinux_2_27 / 2_28 / 2_31
+"$python" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+  --platform manylinux_2_31_x86_64 --platform manylinux_2_28_x86_64 \
+  --platform manylinux_2_27_x86_64 -d "$dest/whl" "xgrammar>=0.2.9" apache-tvm-ffi llguidance
 ls "$dest/tokenizer" "$dest/whl"

@@ -79,6 +79,11 @@ class EngineConfig:
     kernel_switches: str = _knob("", "kernel variants to use instead of the defaults, e.g. "
                                      "rope_kv_write,prefill_attention=on (see "
                                      "kubellm/runtime/kernel_switches.py)")
+    max_logprobs: int = _knob(20, "most logprobs / prompt_logprobs a request may ask for per "
+                                  "token (-1: the whole vocabulary)")
+    generation_config: str = _knob("auto", "sampling defaults: auto = the model's "
+                                           "generation_config.json, vllm = none, or a "
+                                           "directory holding a generation_config.json")
 
     def __post_init__(self):
         _choice("dtype", self.dtype, DTYPES)
@@ -121,6 +126,12 @@ class EngineConfig:
                               f"must be in (0, 1], got {self.gpu_memory_utilization}")
         if not self.cpu_kv_cache_gb > 0:
             raise ConfigError("cpu_kv_cache_gb", f"must be > 0, got {self.cpu_kv_cache_gb}")
+        if isinstance(self.max_logprobs, bool) or not isinstance(self.max_logprobs, int) \
+                or self.max_logprobs < -1:
+            raise ConfigError("max_logprobs", f"must be an integer >= -1, got "
+                                              f"{self.max_logprobs!r}")
+        if not self.generation_config:
+            raise ConfigError("generation_config", "must be auto, vllm or a directory")
         if self.num_kv_blocks is not None and self.num_kv_blocks < 2:
             raise ConfigError("num_kv_blocks", "must be at least 2")
         KernelSwitches.parse(self.kernel_switches)

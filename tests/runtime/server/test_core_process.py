@@ -76,6 +76,15 @@ def test_two_api_servers_share_the_port_and_the_metrics(serve):
                             'finished_reason="length"') == num_requests
         assert metric_value(text, "vllm:e2e_request_latency_seconds_count") == num_requests
         assert metric_value(text, "vllm:generation_tokens_total") == 3 * num_requests
+        # issue 15's per-request series: token counts from the outputs, prefill/decode
+        # times from the engine core's timestamps, summed over both front ends too
+        assert metric_value(text, "vllm:request_generation_tokens_sum") == 3 * num_requests
+        for name in ("vllm:request_prompt_tokens", "vllm:request_params_n",
+                     "vllm:request_prefill_time_seconds", "vllm:request_decode_time_seconds",
+                     "vllm:request_queue_time_seconds"):
+            assert metric_value(text, name + "_count") == num_requests, name
+        assert metric_value(text, "vllm:iteration_tokens_total_count") > 0
+        assert metric_value(text, "vllm:cache_config_info", 'block_size="') == 1
     # a front end that dies stops the whole server (the pod restarts)
     core = server.pid_of("core")
     os.kill(frontends[1], signal.SIGKILL)

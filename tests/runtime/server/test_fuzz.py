@@ -30,7 +30,8 @@ def local_port(response: httpx.Response) -> int:
 
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE],
                          ids=["fits-schema", "breaks-schema"])
-@pytest.mark.parametrize("path", ["/v1/completions", "/v1/chat/completions"])
+@pytest.mark.parametrize("path", ["/v1/completions", "/v1/chat/completions", "/tokenize",
+                                  "/detokenize"])
 def test_generated_bodies_never_get_5xx(server, path, mode):
     schema = schemathesis.openapi.from_dict(server.app.openapi())
     operation = schema[path]["POST"]

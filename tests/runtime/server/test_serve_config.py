@@ -57,3 +57,33 @@ def test_bad_values_name_the_field(argv, env, field, monkeypatch, capsys):
 def test_empty_api_key_env_means_no_key(monkeypatch):
     monkeypatch.setenv("KUBELLM_API_KEY", "")
     assert resolve_configs(parse())[1].api_key is None
+
+
+def test_model_flag_as_vllm_spells_it(capsys):
+    engine, _ = resolve_configs(parse("--model", "some/dir"))
+    assert engine.model == "some/dir"
+    assert resolve_configs(parse("some/dir", "--model", "some/dir"))[0].model == "some/dir"
+    with pytest.raises(SystemExit):
+        resolve_configs(parse("a/dir", "--model", "another/dir"))
+    assert "given twice" in capsys.readouterr().err
+
+
+def test_api_parity_flags(tmp_path):
+    template = tmp_path / "t.jinja"
+    template.write_text("{{ messages }}")
+    engine, server = resolve_configs(parse(
+        "--max-logprobs", "5", "--generation-config", "vllm", "--chat-template",
+        str(template), "--tool-call-parser", "llama3_json", "--enable-auto-tool-choice"))
+    assert (engine.max_logprobs, engine.generation_config) == (5, "vllm")
+    assert server.chat_template == str(template) and server.enable_auto_tool_choice
+    assert server.tool_call_parser == "llama3_json"
+
+
+@pytest.mark.parametrize("argv,field", [
+    (["--chat-template", "no/such/file.jinja"], "chat_template"),
+    (["--max-logprobs", "-2"], "max_logprobs"),
+])
+def test_api_parity_flags_are_checked(argv, field, capsys):
+    with pytest.raises(SystemExit):
+        resolve_configs(parse(*argv))
+    assert f"'{field}'" in capsys.readouterr().err

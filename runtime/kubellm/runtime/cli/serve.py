@@ -24,6 +24,9 @@ def register(subparsers) -> None:
     parser.add_argument("model", nargs="?", default=argparse.SUPPRESS,
                         help="model directory or Hugging Face id (default: the embedded "
                              "SmolLM2-135M-Instruct)")
+    parser.add_argument("--model", dest="model_option", default=argparse.SUPPRESS,
+                        metavar="MODEL", help="the same as the positional MODEL (vLLM's "
+                                              "spelling)")
     add_engine_args(parser)
     add_cli_args(parser.add_argument_group("server"), ServerConfig)
     parser.set_defaults(func=run)
@@ -31,6 +34,12 @@ def register(subparsers) -> None:
 
 def resolve_configs(args: argparse.Namespace) -> tuple[EngineConfig, ServerConfig]:
     """Both configs from one set of sources; exit(2) naming a bad field."""
+    if hasattr(args, "model_option"):
+        if hasattr(args, "model") and args.model != args.model_option:
+            print(f"kubellm: error: the model is given twice ({args.model!r} and --model "
+                  f"{args.model_option!r})", file=sys.stderr)
+            raise SystemExit(2)
+        args.model = args.model_option
     server_fields = {f.name for f in dataclasses.fields(ServerConfig)}
     engine_fields = {f.name for f in dataclasses.fields(EngineConfig)}
     engine = engine_config_from_args(args, yaml_extra_fields=frozenset(server_fields))

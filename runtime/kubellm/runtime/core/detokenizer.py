@@ -24,13 +24,15 @@ class IncrementalDetokenizer:
     """Turns one sequence's output tokens into text deltas that are safe to stream.
 
     ``output_text`` is exactly the concatenation of all deltas returned so far: held-back
-    text joins it once released (or at ``flush()``), a stop string never does.
+    text joins it once released (or at ``flush()``), a stop string only with
+    ``include_stop_str_in_output``.
     """
 
     def __init__(self, tokenizer, prompt_token_ids: list[int], params: SamplingParams):
         self._tokenizer = tokenizer
         self._skip_special = params.skip_special_tokens
         self._stops = list(params.stop)
+        self._include_stop = params.include_stop_str_in_output
         self._longest_stop = max((len(s) for s in self._stops), default=0)
         context = list(prompt_token_ids[-_PROMPT_CONTEXT_TOKENS:])
         if self._decode(context).endswith(_INCOMPLETE_CHAR):
@@ -89,6 +91,8 @@ class IncrementalDetokenizer:
             found = [(i, s) for s in self._stops if (i := pending.find(s)) != -1]
             if found:
                 end, self.stop_reason = min(found, key=lambda hit: hit[0])
+                if self._include_stop:
+                    end += len(self.stop_reason)
                 self.is_stopped = True
             elif not final:
                 end -= self._stop_prefix_length()

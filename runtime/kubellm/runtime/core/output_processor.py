@@ -20,6 +20,8 @@ class Group:
     sequences: list[Request]
     texts: list[str]
     arrival_time: float
+    # [None, {token: logprob, ...} per later prompt token] when prompt_logprobs was asked
+    prompt_logprobs: list | None = None
 
 
 def _snapshot(items: list, finished: bool):
@@ -36,9 +38,12 @@ class OutputProcessor:
         self.groups: dict[str, Group] = {}      # user requests not yet reported finished
         self.generation_tokens_total = 0
 
-    def process(self, progressed: list[Request], logprobs: dict) -> list[RequestOutput]:
+    def process(self, progressed: list[Request], logprobs: dict,
+                prompt_logprobs: dict | None = None) -> list[RequestOutput]:
         now = time.monotonic()
         touched: dict[str, Group] = {}
+        if prompt_logprobs:
+            self._add_prompt_logprobs(prompt_logprobs)
         for seq in progressed:
             self.generation_tokens_total += 1
             if seq.first_token_time is None:
@@ -54,6 +59,17 @@ class OutputProcessor:
         return [self._make_output(g) for g in touched.values()
                 if g.sequences[0].params.output_kind == "cumulative"
                 or all(s.is_finished for s in g.sequences)]
+
+    def _add_prompt_logprobs(self, prompt_logprobs: dict) -> None:
+        """Append a prefill chunk's prompt logprobs to its request's list. A request
+        preempted and prefilled again reports positions it already has: skip those."""
+        for request_id, (first, entries) in prompt_logprobs.items():
+            seq = self.scheduler.get(request_id)
+            if seq is None or seq.group.prompt_logprobs is None:
+                continue  # finished or aborted meanwhile
+            have = seq.group.prompt_logprobs
+            if first <= len(have) < first + len(entries):
+                have.extend(entries[len(have) - first:])
 
     def _advance_text(self, seq: Request, group: Group, index: int) -> None:
         token = seq.output_token_ids[-1]
@@ -103,8 +119,10 @@ class OutputProcessor:
             request_id=group.request_id, prompt=group.prompt,
             prompt_token_ids=group.prompt_token_ids, outputs=completions, finished=finished,
             num_cached_tokens=group.sequences[0].num_cached_tokens,
+            prompt_logprobs=group.prompt_logprobs,
             metrics={"arrival_time": group.arrival_time, "first_scheduled_time": scheduled,
                      "first_token_time": first,
+                     "finished_time": time.monotonic() if finished else None,
                      "num_preemptions": sum(s.num_preemptions for s in group.sequences)})
 
     def _make_single_output(self, group: Group) -> RequestOutput:

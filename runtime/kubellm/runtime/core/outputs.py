@@ -58,4 +58,7 @@ class RequestOutput:
     outputs: list[CompletionOutput]
     finished: bool = False
     num_cached_tokens: int = 0            # prompt tokens served from the prefix cache
+    # with prompt_logprobs: None for the first prompt token, then {token id: logprob}
+    # holding that prompt token and the top-k others
+    prompt_logprobs: list[dict[int, float] | None] | None = None
     metrics: dict = field(default_factory=dict)  # arrival/first-token/finish times (s)

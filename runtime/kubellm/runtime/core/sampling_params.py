@@ -1,20 +1,21 @@
-"""Per-request sampling parameters (the fields users know from vLLM and OpenAI)."""
+"""Per-request sampling parameters (the fields users know from vLLM and OpenAI).
+
+Plain data (numbers, strings, lists, dicts and the StructuredOutputsParams dataclass), so
+that a request crosses a process boundary as it is; everything a field needs on the
+device (bias tensors, grammar matchers) is built from it on the sampler's side.
+"""
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
 
+from kubellm.runtime.core.parameter_error import ParameterError
+from kubellm.runtime.core.structured_outputs import StructuredOutputsParams
+
+__all__ = ["SamplingParams", "ParameterError", "StructuredOutputsParams"]
+
 MAX_STOP_STRINGS = 16
-MAX_LOGPROBS = 20
-
-
-class ParameterError(ValueError):
-    """A bad request parameter; ``param`` names it (the server turns this into a 400)."""
-
-    def __init__(self, param: str, message: str):
-        super().__init__(f"{param}: {message}")
-        self.param = param
-        self.message = message
+MAX_LOGIT_BIAS = 100.0   # OpenAI's range for logit_bias values
 
 
 @dataclass
@@ -33,7 +34,15 @@ class SamplingParams:
     stop: list[str] = field(default_factory=list)
     stop_token_ids: list[int] = field(default_factory=list)
     ignore_eos: bool = False
-    logprobs: int | None = None           # top-k logprobs per generated token
+    # per generated token: the sampled token's logprob and the top-k others
+    logprobs: int | None = None
+    # per prompt token (from the second on): its logprob and the top-k others
+    prompt_logprobs: int | None = None
+    logit_bias: dict[int, float] | None = None     # token id -> added to its logit
+    allowed_token_ids: list[int] | None = None     # only these may be sampled
+    structured_outputs: StructuredOutputsParams | None = None
+    include_stop_str_in_output: bool = False
+    truncate_prompt_tokens: int | None = None      # keep only the prompt's last k tokens
     skip_special_tokens: bool = True
     detokenize: bool = True               # False: token ids only (benchmarks, no tokenizer)
     # "cumulative": an output every step (streaming); "final_only": only when finished,
@@ -47,13 +56,33 @@ class SamplingParams:
         self.stop_token_ids = list(self.stop_token_ids or [])
         if self.top_k == 0:
             self.top_k = -1
+        if self.structured_outputs is not None:
+            self.structured_outputs = StructuredOutputsParams.from_value(self.structured_outputs)
+        if self.logit_bias is not None:
+            self.logit_bias = _logit_bias(self.logit_bias)
+        if self.allowed_token_ids is not None:
+            self.allowed_token_ids = list(self.allowed_token_ids)
         self._validate()
 
     @property
     def reads_output_tokens(self) -> bool:
-        """Penalties and min_tokens look at the tokens generated so far (on the host)."""
+        """Penalties, min_tokens and a grammar look at the tokens generated so far (on
+        the host), so a step cannot sample such a request before its last token lands."""
         return (self.min_tokens > 0 or self.repetition_penalty != 1.0
-                or self.frequency_penalty != 0.0 or self.presence_penalty != 0.0)
+                or self.frequency_penalty != 0.0 or self.presence_penalty != 0.0
+                or self.structured_outputs is not None)
+
+    @property
+    def needs_logits_processing(self) -> bool:
+        """The sampler changes this request's logits beyond temperature/top-k/top-p/min-p."""
+        return (self.logit_bias is not None or self.allowed_token_ids is not None
+                or self.structured_outputs is not None)
+
+    @property
+    def is_special(self) -> bool:
+        """Asks for work that plain requests never pay for (the engine counts these, so a
+        step with none of them skips every check for them)."""
+        return self.needs_logits_processing or self.prompt_logprobs is not None
 
     def clone(self, **changes) -> "SamplingParams":
         return dataclasses.replace(self, **changes)
@@ -82,12 +111,40 @@ class SamplingParams:
                 raise ParameterError("stop", "stop strings must be non-empty strings")
         for t in self.stop_token_ids:
             _int_in("stop_token_ids", t, low=0)
-        if self.logprobs is not None:
-            _int_in("logprobs", self.logprobs, low=0, high=MAX_LOGPROBS)
+        for name in ("logprobs", "prompt_logprobs"):
+            if getattr(self, name) is not None:
+                _int_in(name, getattr(self, name), low=0)
+        if self.allowed_token_ids is not None:
+            if not self.allowed_token_ids:
+                raise ParameterError("allowed_token_ids", "must not be empty")
+            for t in self.allowed_token_ids:
+                _int_in("allowed_token_ids", t, low=0)
+        if self.truncate_prompt_tokens is not None:
+            _int_in("truncate_prompt_tokens", self.truncate_prompt_tokens, low=1)
+        for name in ("include_stop_str_in_output", "skip_special_tokens", "detokenize"):
+            if not isinstance(getattr(self, name), bool):
+                raise ParameterError(name, "must be a boolean")
         if self.output_kind not in ("cumulative", "final_only"):
             raise ParameterError("output_kind", "must be 'cumulative' or 'final_only'")
         if not isinstance(self.ignore_eos, bool):
             raise ParameterError("ignore_eos", "must be a boolean")
+
+
+def _logit_bias(bias) -> dict[int, float]:
+    """{token id: bias}; JSON object keys arrive as strings of digits."""
+    if not isinstance(bias, dict):
+        raise ParameterError("logit_bias", "must be an object mapping token ids to numbers")
+    out = {}
+    for key, value in bias.items():
+        token = key
+        if isinstance(key, str):
+            if not key.strip().lstrip("-").isdigit():
+                raise ParameterError("logit_bias", f"key {key!r} is not a token id")
+            token = int(key)
+        _int_in("logit_bias", token, low=0)
+        _number_in("logit_bias", value, low=-MAX_LOGIT_BIAS, high=MAX_LOGIT_BIAS)
+        out[token] = float(value)
+    return out
 
 
 def _int_in(name, value, low=None, high=None):

@@ -20,8 +20,12 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from kubellm.runtime.core.histogram import CumulativeHistogram
 from kubellm.runtime.core.kv_cache import KVCacheManager
 from kubellm.runtime.core.request import Request, Status
+
+
+ITERATION_TOKEN_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 
 
 @dataclass(slots=True)
@@ -39,6 +43,9 @@ class ScheduledRequest:
 class SchedulerOutput:
     scheduled: list[ScheduledRequest] = field(default_factory=list)
     preempted: list[Request] = field(default_factory=list)
+    # False when no request alive asks for per-request logits work (constraints, prompt
+    # logprobs): the model runner and sampler then skip looking for it altogether
+    has_special: bool = True
 
     @property
     def num_batched_tokens(self) -> int:
@@ -61,6 +68,9 @@ class Scheduler:
         self.running: list[Request] = []
         self.num_preemptions = 0
         self.num_timeslice_yields = 0
+        self.num_special = 0          # unfinished requests whose params.is_special
+        # tokens per step, vLLM's vllm:iteration_tokens_total
+        self.iteration_tokens = CumulativeHistogram(ITERATION_TOKEN_BUCKETS)
         self._requests: dict[str, Request] = {}
 
     # ---- queue management ----------------------------------------------------------
@@ -68,6 +78,8 @@ class Scheduler:
         request.status = Status.WAITING
         self.waiting.append(request)
         self._requests[request.request_id] = request
+        if request.params.is_special:
+            self.num_special += 1
 
     def get(self, request_id: str) -> Request | None:
         return self._requests.get(request_id)
@@ -81,6 +93,8 @@ class Scheduler:
         elif request in self.waiting:
             self.waiting.remove(request)
         self.kv.free(request.request_id)
+        if request.params.is_special:
+            self.num_special -= 1
         request.status = Status.FINISHED
         request.finish_reason = reason
         request.stop_reason = stop_reason
@@ -91,7 +105,7 @@ class Scheduler:
 
     # ---- one step ------------------------------------------------------------------
     def schedule(self) -> SchedulerOutput:
-        out = SchedulerOutput()
+        out = SchedulerOutput(has_special=self.num_special > 0)
         budget = self.max_num_batched_tokens
         if self.policy == "timeslice" and self.waiting:
             self._yield_expired_slices(out)
@@ -113,6 +127,8 @@ class Scheduler:
             budget -= num_new
         if not out.preempted:
             budget = self._admit_waiting(out, budget, scheduled_ids)
+        if out.scheduled:
+            self.iteration_tokens.observe(self.max_num_batched_tokens - budget)
         return out
 
     def update(self, out: SchedulerOutput, sampled: dict[str, int]) -> list[Request]:
@@ -220,7 +236,8 @@ class Scheduler:
                 budget += freed
                 continue
             cached = []
-            if request.num_computed_tokens == 0:
+            # prompt logprobs need every prompt position computed: no cache hits for them
+            if request.num_computed_tokens == 0 and request.params.prompt_logprobs is None:
                 cached = self.kv.find_cached_prefix(request.request_id, request.all_token_ids)
             num_computed = len(cached) * self.kv.block_size
             num_new = min(request.num_tokens - num_computed, budget)

@@ -110,8 +110,11 @@ class DistributedExecutor:
         requests = [s.request for s in out.scheduled if s.samples]
         if not requests:
             return StepHandle([], None)
+        # prompt logprobs need every prompt row's logits, which stay on the last stage;
+        # the engine refuses them up front when the model spans processes
         return StepHandle(requests, self.sampler.sample(
-            torch.cat(logits), [r.sampling_state for r in requests]))
+            torch.cat(logits), [r.sampling_state for r in requests],
+            constrained=out.has_special))
 
     def execute(self, out, block_tables):
         return self.launch(out, block_tables).result()

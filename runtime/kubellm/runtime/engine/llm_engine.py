@@ -21,6 +21,8 @@ from kubellm.runtime.core.request import Request
 from kubellm.runtime.core.sampling_params import ParameterError, SamplingParams
 from kubellm.runtime.core.scheduler import Scheduler, SchedulerOutput
 from kubellm.runtime.engine.lifecycle import EngineLifecycle
+from kubellm.runtime.engine.request_checks import (PromptTooLongError, check_params,
+                                                   check_prompt)
 
 log = logging.getLogger(__name__)
 
@@ -32,10 +34,6 @@ class TokenizedPrompt:
     outputs and does not encode it again on its own thread."""
     text: str
     token_ids: list[int]
-
-
-class PromptTooLongError(ValueError):
-    """The prompt (plus room for one token) does not fit ``max_model_len``."""
 
 
 @dataclass
@@ -50,6 +48,8 @@ class EngineStats:
     generation_tokens_total: int
     prefix_cache_queries_total: int
     prefix_cache_hits_total: int
+    # tokens per step: (bucket bounds, cumulative counts incl. +Inf, sum)
+    iteration_tokens: tuple | None = None
 
 
 class LLMEngine(EngineLifecycle):
@@ -72,6 +72,13 @@ class LLMEngine(EngineLifecycle):
         # async scheduling: the step launched last, its samples not yet on the host
         self.run_ahead = config.async_scheduling and hasattr(executor, "launch")
         self._in_flight: tuple[SchedulerOutput, object] | None = None
+        # structured outputs: xgrammar is imported and the vocabulary prepared on first use
+        from kubellm.runtime.worker.grammar import LazyGrammarCompiler
+        self.grammar = LazyGrammarCompiler(tokenizer, executor.vocab_size, eos_token_ids)
+        # sampling defaults from generation_config.json (--generation-config)
+        from kubellm.runtime.engine.generation_defaults import load_generation_defaults
+        self.generation_defaults = load_generation_defaults(config.generation_config,
+                                                            model_dir)
         self._init_lifecycle(executor)
 
     @classmethod
@@ -82,20 +89,28 @@ class LLMEngine(EngineLifecycle):
     # ---- requests ------------------------------------------------------------------
     def add_request(self, request_id: str, prompt: str | list[int] | TokenizedPrompt,
                     params: SamplingParams, priority: int = 0) -> None:
+        """Queue a request, or raise (ParameterError, PromptTooLongError, ValueError,
+        EngineDeadError) having queued nothing."""
+        self.enqueue(self.prepare_request(request_id, prompt, params, priority))
+
+    def prepare_request(self, request_id: str, prompt: str | list[int] | TokenizedPrompt,
+                        params: SamplingParams, priority: int = 0) -> Group:
+        """Every check and all per-sequence state of a request, without queuing it: a
+        caller with several requests prepares them all before it queues any."""
         if self.errored:
             raise self.dead_error
         if request_id in self.output.groups:
             raise ValueError(f"request id {request_id!r} is already in use")
-        if isinstance(prompt, TokenizedPrompt):
-            text, token_ids = prompt.text, [int(t) for t in prompt.token_ids]
-        elif isinstance(prompt, str):
-            if self.tokenizer is None:
-                raise ValueError("this engine has no tokenizer (skip_tokenizer_init): "
-                                 "give the prompt as token ids")
-            text, token_ids = prompt, self.tokenizer.encode(prompt)
-        else:
-            text, token_ids = None, [int(t) for t in prompt]
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise ParameterError("priority", f"must be an integer, got {priority!r}")
+        text, token_ids = self.tokenize_prompt(prompt)
+        if params.truncate_prompt_tokens is not None:
+            token_ids = token_ids[-params.truncate_prompt_tokens:]
         self._check_prompt(token_ids, params)
+        self.check_params(params)
+        grammar = None
+        if params.structured_outputs is not None:
+            grammar = self.grammar.get().compile(params.structured_outputs)
         max_len = self.config.max_model_len
         max_tokens = min(params.max_tokens or max_len, max_len - len(token_ids))
         now = time.monotonic()
@@ -103,18 +118,25 @@ class LLMEngine(EngineLifecycle):
         for i in range(params.n):
             seq = Request(f"{request_id}#{i}", token_ids, params, priority, now,
                           max_tokens=max_tokens, index=i)
-            seq.sampling_state = self._make_sampling_state(seq, i)
+            seq.sampling_state = self._make_sampling_state(seq, i, grammar)
             if params.detokenize and self.tokenizer is not None:
                 seq.detokenizer = self._make_detokenizer(token_ids, params)
             seq.logprobs = [] if params.logprobs is not None else None
             sequences.append(seq)
-        group = Group(request_id, text, token_ids, sequences, [""] * params.n, now)
+        group = Group(request_id, text, token_ids, sequences, [""] * params.n, now,
+                      prompt_logprobs=None if params.prompt_logprobs is None else [None])
         for seq in sequences:
             seq.group = group
-        self.output.groups[request_id] = group
-        for seq in sequences:
+        return group
+
+    def enqueue(self, group: Group) -> None:
+        """Queue a prepared request (cannot fail)."""
+        if group.request_id in self.output.groups:
+            raise ValueError(f"request id {group.request_id!r} is already in use")
+        self.output.groups[group.request_id] = group
+        for seq in group.sequences:
             self.scheduler.add_request(seq)
-        self.prompt_tokens_total += len(token_ids) * params.n
+        self.prompt_tokens_total += len(group.prompt_token_ids) * len(group.sequences)
 
     def abort_request(self, request_id: str) -> None:
         group = self.output.groups.pop(request_id, None)
@@ -165,10 +187,10 @@ class LLMEngine(EngineLifecycle):
             return []
         tables = [self.kv.block_table(s.request.request_id) for s in out.scheduled]
         t1 = time.perf_counter()
-        sampled, logprobs = self.executor.execute(out, tables)
+        sampled, logprobs, prompt_logprobs = self.executor.execute(out, tables)
         t2 = time.perf_counter()
         progressed = self.scheduler.update(out, sampled)
-        outputs = self.output.process(progressed, logprobs)
+        outputs = self.output.process(progressed, logprobs, prompt_logprobs)
         t = self.timings
         t["schedule_s"] += t1 - t0
         t["execute_s"] += t2 - t1
@@ -215,11 +237,12 @@ class LLMEngine(EngineLifecycle):
         """Wait for a launched step's samples and post-process them."""
         out, handle = in_flight
         t0 = time.perf_counter()
-        sampled, logprobs = handle.result()
+        sampled, logprobs, prompt_logprobs = handle.result()
         waited = time.perf_counter() - t0
         self.timings["wait_s"] += waited
         self.timings["postprocess_s"] -= waited   # the caller counts the whole landing
-        return self.output.process(self.scheduler.on_result(out, sampled), logprobs)
+        return self.output.process(self.scheduler.on_result(out, sampled), logprobs,
+                                   prompt_logprobs)
 
     @staticmethod
     def _needs_landed_tokens(out: SchedulerOutput) -> bool:
@@ -229,22 +252,36 @@ class LLMEngine(EngineLifecycle):
                    and s.request.params.reads_output_tokens for s in out.scheduled)
 
     # ---- helpers -------------------------------------------------------------------
-    def _check_prompt(self, token_ids: list[int], params: SamplingParams) -> None:
-        if not token_ids:
-            raise ParameterError("prompt", "must not be empty")
-        max_len = self.config.max_model_len
-        if len(token_ids) + 1 > max_len:
-            raise PromptTooLongError(
-                f"the prompt has {len(token_ids)} tokens; max_model_len is {max_len}, which "
-                "leaves no room to generate")
-        vocab = self.vocab_size
-        if min(token_ids) < 0 or max(token_ids) >= vocab:
-            raise ValueError(f"prompt token ids must lie in [0, {vocab})")
+    def tokenize_prompt(self, prompt) -> tuple[str | None, list[int]]:
+        """(text or None, token ids) of a text, token-id or pre-tokenized prompt."""
+        if isinstance(prompt, TokenizedPrompt):
+            return prompt.text, [int(t) for t in prompt.token_ids]
+        if isinstance(prompt, str):
+            if self.tokenizer is None:
+                raise ValueError("this engine has no tokenizer (skip_tokenizer_init): "
+                                 "give the prompt as token ids")
+            return prompt, self.tokenizer.encode(prompt)
+        if isinstance(prompt, (list, tuple)) and all(
+                isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+            return None, list(prompt)
+        raise ParameterError("prompt", "must be a string, a list of token ids or a "
+                                       f"TokenizedPrompt, got {type(prompt).__name__}")
 
-    def _make_sampling_state(self, seq: Request, index: int):
+    def check_params(self, params: SamplingParams) -> None:
+        """What only the engine knows: the logprob limit, its vocabulary, its layout."""
+        check_params(params, self.config, self.vocab_size)
+
+    def _check_prompt(self, token_ids: list[int], params: SamplingParams) -> None:
+        check_prompt(token_ids, self.config.max_model_len, self.vocab_size)
+
+    def _make_sampling_state(self, seq: Request, index: int, grammar=None):
+        from kubellm.runtime.worker.logits_constraints import LogitsConstraints
         from kubellm.runtime.worker.sampler import SamplingState
-        state = SamplingState.create(seq.params, seq.prompt_token_ids, index,
-                                     self.executor.device)
+        device = self.executor.device
+        matcher = self.grammar.get().matcher(grammar) if grammar is not None else None
+        constraints = LogitsConstraints.create(seq.params, self.vocab_size, device, matcher)
+        state = SamplingState.create(seq.params, seq.prompt_token_ids, index, device,
+                                     constraints)
         state.output_token_ids = seq.output_token_ids  # shared: the sampler sees new tokens
         return state
 
@@ -261,5 +298,5 @@ class LLMEngine(EngineLifecycle):
             prompt_tokens_total=self.prompt_tokens_total,
             generation_tokens_total=self.output.generation_tokens_total,
             prefix_cache_queries_total=self.kv.prefix_queries,
-            prefix_cache_hits_total=self.kv.prefix_hits)
-
+            prefix_cache_hits_total=self.kv.prefix_hits,
+            iteration_tokens=self.scheduler.iteration_tokens.snapshot())

@@ -111,6 +111,7 @@ class EngineCoreClient:
         if request_id in self._requests:
             raise ValueError(f"duplicate request id {request_id!r}")
         stream = RequestStream(self, request_id)
+        stream.times.n, stream.times.max_tokens = params.n, params.max_tokens
         assembler = RequestAssembler(request_id, prompt, list(prompt_token_ids), params,
                                      self.tokenizer)
         self._requests[request_id] = (stream, assembler)
@@ -158,6 +159,10 @@ class EngineCoreClient:
         if stats:
             self.stats = SimpleNamespace(**stats)
         self._unacknowledged.difference_update(accepted)
+        for request_id in accepted:
+            entry = self._requests.get(request_id)
+            if entry is not None:
+                entry[0].admitted()
         to_abort = []
         for delta in deltas:
             entry = self._requests.get(delta[0])

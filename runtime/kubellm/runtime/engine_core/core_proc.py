@@ -11,6 +11,12 @@ requests in flight and the loop goes on. An engine that cannot go on (EngineDead
 worker process or rank lost, noticed by a step or by the heartbeat while idle) fails every
 request with that error (the front ends answer 503) and the core exits 1; the supervisor
 then stops the pod.
+
+A request with structured outputs has its grammar compiled on a thread of this process
+before the engine sees it (xgrammar releases the GIL while it compiles; a new JSON schema
+can take tens of ms): the loop keeps stepping meanwhile, and once the compile is done the
+engine's own compile in ``add_request`` is a hit in xgrammar's cache. A spec that does
+not compile is refused like any other bad parameter (the front end answers 400).
 """
 from __future__ import annotations
 
@@ -21,6 +27,7 @@ import os
 import signal
 import sys
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import zmq
 
@@ -43,6 +50,32 @@ class CoreInfo:
     vocab_size: int
     tokenizer: str      # what the front ends load their tokenizer from
     pid: int
+    max_logprobs: int = 20               # --max-logprobs, resolved (-1: the vocabulary)
+    generation_defaults: dict = dataclasses.field(default_factory=dict)  # generation_config
+    cache_config: dict = dataclasses.field(default_factory=dict)  # vllm:cache_config_info
+
+
+def cache_config_info(engine) -> dict[str, str]:
+    """vllm:cache_config_info's labels (vLLM's CacheConfig fields) for an engine."""
+    config, kv = engine.config, getattr(engine, "kv", None)
+    return {"block_size": str(config.block_size), "cache_dtype": "auto",
+            "cpu_offload_gb": "0", "enable_prefix_caching": str(config.enable_prefix_caching),
+            "gpu_memory_utilization": str(config.gpu_memory_utilization),
+            "is_attention_free": "False", "num_cpu_blocks": "None",
+            "num_gpu_blocks": str(getattr(kv, "num_blocks", None)),
+            "num_gpu_blocks_override": str(config.num_kv_blocks), "sliding_window": "None",
+            "swap_space": "0"}
+
+
+def core_info(engine, config: EngineConfig) -> CoreInfo:
+    tokenizer = config.tokenizer or getattr(engine, "model_dir", None) or config.model
+    vocab_size = int(engine.vocab_size)
+    max_logprobs = getattr(engine.config, "max_logprobs", 20)
+    return CoreInfo(engine.model_name, engine.config.max_model_len, vocab_size,
+                    str(tokenizer), os.getpid(),
+                    max_logprobs=vocab_size if max_logprobs == -1 else max_logprobs,
+                    generation_defaults=dict(getattr(engine, "generation_defaults", {})),
+                    cache_config=cache_config_info(engine))
 
 
 def shutdown_engine(engine) -> None:
@@ -84,9 +117,7 @@ def run_engine_core(config: EngineConfig, ipc_dir: str, num_frontends: int, read
         raise SystemExit(1) from None
     core = EngineCore(engine, ipc_dir, num_frontends, parent_pid)
     profiler.start_if_asked("engine_core", core.timings)
-    tokenizer = config.tokenizer or getattr(engine, "model_dir", None) or config.model
-    ready_conn.send(("ready", CoreInfo(engine.model_name, engine.config.max_model_len,
-                                       int(engine.vocab_size), str(tokenizer), os.getpid())))
+    ready_conn.send(("ready", core_info(engine, config)))
     ready_conn.close()
     code = core.run()
     core.close()
@@ -123,6 +154,12 @@ class EngineCore:
         signal.set_wakeup_fd(wakeup_w)
         signal.signal(signal.SIGTERM, self._on_sigterm)
         self._poller.register(self._wakeup_r, zmq.POLLIN)
+        # structured-output requests whose grammar compiles: id -> (front end, args, future)
+        self._compiling: dict[str, tuple[int, tuple, Future]] = {}
+        self._compile_pool: ThreadPoolExecutor | None = None
+        self._compiled_r, self._compiled_w = os.pipe()
+        os.set_blocking(self._compiled_w, False)
+        self._poller.register(self._compiled_r, zmq.POLLIN)
         self._parent_fd = _pidfd(parent_pid)
         self._parent_pid = parent_pid
         if self._parent_fd is not None:
@@ -188,6 +225,10 @@ class EngineCore:
         events = dict(self._poller.poll(timeout_ms))
         if self._wakeup_r in events:
             os.read(self._wakeup_r, 512)
+        if self._compiled_r in events:
+            os.read(self._compiled_r, 512)
+        if self._compiling:
+            self._add_compiled()
         if self._parent_fd is not None and self._parent_fd in events \
                 or self._parent_fd is None and os.getppid() != self._parent_pid:
             log.error("the server process is gone; the engine core exits")
@@ -206,6 +247,8 @@ class EngineCore:
             self._add(frontend, *message[2:])
         elif kind == wire.ABORT:
             for request_id in message[2]:
+                if self._compiling.pop(request_id, None) is not None:
+                    continue  # its grammar still compiles; nothing reached the engine
                 if self.owner.pop(request_id, None) is not None:
                     self.engine.abort_request(request_id)
                     self.deltas.forget(request_id)
@@ -221,6 +264,42 @@ class EngineCore:
 
     def _add(self, frontend: int, request_id: str, prompt_token_ids: list[int], params,
              priority: int) -> None:
+        grammar = getattr(self.engine, "grammar", None)
+        spec = getattr(params, "structured_outputs", None)
+        if spec is not None and grammar is not None:
+            self._compile_ahead(grammar, spec, frontend,
+                                (request_id, prompt_token_ids, params, priority))
+            return
+        self._add_now(frontend, request_id, prompt_token_ids, params, priority)
+
+    def _compile_ahead(self, grammar, spec, frontend: int, args: tuple) -> None:
+        """Compile off the loop; ``_add_compiled`` adds the request once that is done."""
+        if self._compile_pool is None:
+            self._compile_pool = ThreadPoolExecutor(2, thread_name_prefix="kubellm-grammar")
+        future = self._compile_pool.submit(lambda: grammar.get().compile(spec))
+        self._compiling[args[0]] = (frontend, args, future)
+        future.add_done_callback(self._compiled)
+
+    def _compiled(self, _future) -> None:  # a compile thread: wake the loop
+        try:
+            os.write(self._compiled_w, b"\0")
+        except (BlockingIOError, OSError):
+            pass  # the pipe is full (the loop will look anyway) or closed
+
+    def _add_compiled(self) -> None:
+        for request_id, (frontend, args, future) in list(self._compiling.items()):
+            if not future.done():
+                continue
+            del self._compiling[request_id]
+            error = future.exception()
+            if isinstance(error, ParameterError):  # not cached: refuse it here, once
+                self._pending[frontend].rejections.append(
+                    [request_id, "param", str(error), error.param])
+                continue
+            self._add_now(frontend, *args)
+
+    def _add_now(self, frontend: int, request_id: str, prompt_token_ids: list[int], params,
+                 priority: int) -> None:
         box = self._pending[frontend]
         try:
             self.engine.add_request(request_id, prompt_token_ids, params, priority=priority)
@@ -240,6 +319,10 @@ class EngineCore:
             box.accepted.append(request_id)
 
     def _abort_everything(self, message: str, kind: str) -> None:
+        if kind == "shutdown":  # a failed step leaves requests still compiling alone
+            for request_id, (frontend, _, _) in list(self._compiling.items()):
+                self._pending[frontend].rejections.append([request_id, kind, message, None])
+            self._compiling.clear()
         for request_id, frontend in list(self.owner.items()):
             try:
                 self.engine.abort_request(request_id)
@@ -268,6 +351,12 @@ class EngineCore:
             sock.close(linger=2000)  # let the last messages (the aborts) reach the front ends
         self.input.close(linger=0)
         self.context.term()
+        if self._compile_pool is not None:
+            self._compile_pool.shutdown(wait=False, cancel_futures=True)
+        os.close(self._compiled_r)
+        if self._compile_pool is None:
+            os.close(self._compiled_w)
+        # else a compile may still finish and write: the process is about to exit anyway
 
 
 class _Outbox:

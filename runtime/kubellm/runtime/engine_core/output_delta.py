@@ -2,9 +2,10 @@
 
 Engine outputs are cumulative (all tokens so far); sending them whole every step would
 cost O(tokens) per step. The core sends, per request and step,
-``[request_id, request_sets, [[index, appends, sets], ...]]``: the new tail of every
-sequence-valued field of a CompletionOutput (token ids, logprobs, text), the new value of
-every other field that changed, and the request-level fields that changed. Fields are
+``[request_id, request_sets, [[index, appends, sets], ...]]`` (plus ``request_appends``
+when a request-level list grew): the new tail of every sequence-valued field of a
+CompletionOutput (token ids, logprobs, text) and of the request (prompt_logprobs), the
+new value of every other field that changed. Fields are
 read from the dataclasses themselves, so a field added to either class travels without
 a change here; the prompt is not sent back (the front end sent it).
 """
@@ -34,10 +35,11 @@ def _grows(name: str, value) -> bool:
 
 
 class _Sent:
-    __slots__ = ("request", "counts", "values")
+    __slots__ = ("request", "request_counts", "counts", "values")
 
     def __init__(self, num_completions: int):
         self.request: dict = {}
+        self.request_counts: dict = {}     # request-level sequence field -> length sent
         self.counts = [dict() for _ in range(num_completions)]  # sequence field -> length
         self.values = [dict() for _ in range(num_completions)]  # other field -> value
 
@@ -52,10 +54,15 @@ class DeltaEncoder:
         sent = self._sent.get(out.request_id)
         if sent is None:
             sent = self._sent[out.request_id] = _Sent(len(out.outputs))
-        request_sets = {}
+        request_sets, request_appends = {}, {}
         for name in REQUEST_FIELDS:
             value = getattr(out, name)
-            if sent.request.get(name, _UNSET) != value:
+            if _grows(name, value):  # a list the engine extends in place (prompt_logprobs)
+                num_sent = sent.request_counts.get(name, 0)
+                if len(value) > num_sent:
+                    request_appends[name] = value[num_sent:]
+                    sent.request_counts[name] = len(value)
+            elif sent.request.get(name, _UNSET) != value:
                 request_sets[name] = sent.request[name] = value
         completions = []
         for comp in out.outputs:
@@ -74,16 +81,25 @@ class DeltaEncoder:
                 completions.append([comp.index, appends or None, sets or None])
         if out.finished:
             del self._sent[out.request_id]
+        if request_appends:
+            return [out.request_id, request_sets or None, completions, request_appends]
         return [out.request_id, request_sets or None, completions]
 
     def forget(self, request_id: str) -> None:
         self._sent.pop(request_id, None)
 
 
-def apply_request_sets(target: RequestOutput, sets: dict | None, skip=()) -> None:
-    for name, value in (sets or {}).items():
+def apply_request_delta(target: RequestOutput, delta: list, skip=()) -> None:
+    """Front end side: the request-level part of one delta (sets, and list tails)."""
+    for name, value in (delta[1] or {}).items():
         if name not in skip:
             setattr(target, name, value)
+    for name, tail in (delta[3] if len(delta) > 3 else {}).items():
+        current = getattr(target, name)
+        if isinstance(current, list):
+            current.extend(tail)
+        else:
+            setattr(target, name, list(tail))
 
 
 def apply_completion_delta(comp: CompletionOutput, appends: dict | None, sets: dict | None,

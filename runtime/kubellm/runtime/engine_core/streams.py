@@ -37,6 +37,8 @@ class RequestTimes:
     first_token: float | None = None
     last_token: float | None = None
     num_tokens: int = 0
+    n: int = 1                          # the request's parameters the metrics report
+    max_tokens: int | None = None
 
 
 @dataclass
@@ -58,6 +60,8 @@ class RequestStream:
         self.times = RequestTimes(arrival=time.monotonic())
         self.finished = False
         self._closed = False
+        self._settled = asyncio.Event()   # the core took the request in, or refused it
+        self._refusal: BaseException | None = None
 
     def __aiter__(self):
         return self
@@ -75,7 +79,21 @@ class RequestStream:
     def put(self, item) -> None:
         if isinstance(item, RequestOutput) and item.finished:
             self.finished = True
+        if isinstance(item, BaseException) and not self._settled.is_set():
+            self._refusal = item
+        self._settled.set()
         self.queue.put_nowait(item)
+
+    def admitted(self) -> None:
+        """The engine core has taken the request in."""
+        self._settled.set()
+
+    async def wait_admitted(self) -> None:
+        """Return once the engine runs the request; raise what ended it before that (a
+        refusal: RequestRejected, EngineDeadError)."""
+        await self._settled.wait()
+        if self._refusal is not None:
+            raise self._refusal
 
     def close(self) -> None:
         if self._closed:

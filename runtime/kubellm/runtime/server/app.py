@@ -11,9 +11,11 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from kubellm.runtime.engine.chat import load_chat_template
 from kubellm.runtime.version import __version__
 from kubellm.runtime.engine_core.core_proc import CoreInfo
-from kubellm.runtime.server import routes_health, routes_openai, routes_websocket
+from kubellm.runtime.server import (routes_health, routes_openai, routes_tokenize,
+                                    routes_websocket)
 from kubellm.runtime.server.admission import AdmissionMiddleware
 from kubellm.runtime.server.body_limit import BodyLimitMiddleware
 from kubellm.runtime.server.config import ServerConfig
@@ -24,13 +26,16 @@ from kubellm.runtime.server.state import ServerState
 
 def build_app(engine_client, tokenizer, info: CoreInfo, config: ServerConfig) -> FastAPI:
     model_name = config.served_model_name or info.model_name
-    metrics = ServerMetrics(model_name)
+    metrics = ServerMetrics(model_name, info.max_model_len, info.cache_config)
     pool = ThreadPoolExecutor(config.tokenizer_pool_size, thread_name_prefix="kubellm-prep")
     state = ServerState(engine_client=engine_client, tokenizer=tokenizer,
                         model_name=model_name, max_model_len=info.max_model_len,
                         vocab_size=info.vocab_size,
                         max_chars_per_token=max_chars_per_token(tokenizer), config=config,
-                        metrics=metrics, preprocess_pool=pool)
+                        metrics=metrics, preprocess_pool=pool,
+                        generation_defaults=dict(info.generation_defaults),
+                        max_logprobs=info.max_logprobs,
+                        chat_template=load_chat_template(config.chat_template))
     metrics.attach(state)
 
     @asynccontextmanager
@@ -48,7 +53,7 @@ def build_app(engine_client, tokenizer, info: CoreInfo, config: ServerConfig) ->
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware)
     app.add_middleware(AdmissionMiddleware)  # added last: runs first (401/503 before 413)
-    for module in (routes_health, routes_openai, routes_websocket):
+    for module in (routes_health, routes_openai, routes_tokenize, routes_websocket):
         app.include_router(module.router)
     return app
 

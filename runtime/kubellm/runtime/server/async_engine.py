@@ -105,6 +105,7 @@ class AsyncLLMEngine:
             raise
         finally:
             self._num_in_transit -= 1
+        stream.admitted()
         return stream
 
     def abort_all(self) -> None:

@@ -1,6 +1,6 @@
 """What a request body must be before anyone reads it: no larger than
 ``--max-request-body-bytes`` (413, before reading when Content-Length says so, else as soon
-as the count passes it), and JSON on the generation routes (415 otherwise, as vLLM
+as the count passes it), and JSON on the generation and tokenizer routes (415 otherwise, as vLLM
 answers: a browser page may post text/plain cross-origin without a preflight, JSON it may
 not)."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ from starlette.responses import JSONResponse
 
 from kubellm.runtime.server.errors import APIError
 
-JSON_PATHS = ("/v1/completions", "/v1/chat/completions")
+JSON_PATHS = ("/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize")
 _BODY_METHODS = ("POST", "PUT", "PATCH")
 
 

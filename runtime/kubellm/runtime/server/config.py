@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from kubellm.runtime.config_sources import ConfigError
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+TOOL_CALL_PARSERS = ("hermes", "llama3_json", "mistral")   # server/tool_parsers
 # 8 MiB: a 128k-token prompt as text (~0.5 MB) or as token ids (~1 MB) with room to spare
 DEFAULT_MAX_BODY = 8 * 2**20
 
@@ -32,6 +33,13 @@ class ServerConfig:
                                                           "larger ones get 413")
     tokenizer_pool_size: int = _knob(2, "threads per front end that parse, template and "
                                         "tokenize requests off the event loop")
+    chat_template: str | None = _knob(None, "chat template (a file or the Jinja text) "
+                                            "instead of the tokenizer's")
+    tool_call_parser: str | None = _knob(None, "how tool calls are read from the output: "
+                                               "hermes | llama3_json | mistral (default: "
+                                               "from the chat template)", TOOL_CALL_PARSERS)
+    enable_auto_tool_choice: bool = _knob(False, "let the model decide when to call tools "
+                                                 "(tool_choice auto)")
 
     def __post_init__(self):
         if isinstance(self.port, bool) or not isinstance(self.port, int) \
@@ -50,5 +58,16 @@ class ServerConfig:
             raise ConfigError("uvicorn_log_level",
                               f"must be one of {', '.join(LOG_LEVELS)}; got "
                               f"{self.uvicorn_log_level!r}")
+        if self.tool_call_parser is not None and \
+                self.tool_call_parser not in TOOL_CALL_PARSERS:
+            raise ConfigError("tool_call_parser", f"must be one of "
+                                                  f"{', '.join(TOOL_CALL_PARSERS)}; got "
+                                                  f"{self.tool_call_parser!r}")
+        if self.chat_template is not None:
+            from kubellm.runtime.engine.chat import load_chat_template
+            try:
+                load_chat_template(self.chat_template)
+            except (OSError, ValueError) as exc:
+                raise ConfigError("chat_template", str(exc)) from None
         if self.api_key == "":
             self.api_key = None  # an empty env var means "no key", not "the empty key"

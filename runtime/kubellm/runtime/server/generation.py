@@ -1,10 +1,18 @@
-"""From the bytes of a request to an admitted engine request, and the two ways of waiting
-for its result (collect it whole while watching for a disconnect, or stream it).
+"""From the bytes of a request to admitted engine requests, and the two ways of waiting
+for their results (collect them whole while watching for a disconnect, or stream them).
 
 Everything that can take time in proportion to the input — JSON parsing, validation, the
-chat template, tokenization — runs in ``prepare`` on the front end's preprocessing
-threads, never on the event loop: probes and streams keep answering while a prompt at the
-size limit is tokenized (HF fast tokenizers release the GIL while they encode).
+chat template (with tools), tokenization — runs in ``prepare`` on the front end's
+preprocessing threads, never on the event loop: probes and streams keep answering while a
+prompt at the size limit is tokenized (HF fast tokenizers release the GIL while they
+encode).
+
+A completions request may hold several prompts: each becomes its own engine request
+(``<id>-<i>``), all checked before the first is sent, and ``admit`` waits until the
+engine core has taken every one in (or refused one: all are then aborted and the client
+gets the status the refusal calls for — 400 for a parameter the engine rejects, such as
+a grammar that does not compile), so that a streamed response starts only once its
+requests run.
 """
 from __future__ import annotations
 
@@ -15,12 +23,20 @@ from starlette.requests import Request
 
 from kubellm.runtime.core.outputs import RequestOutput
 from kubellm.runtime.core.sampling_params import SamplingParams
-from kubellm.runtime.engine_core.streams import EngineDeadError, RequestStream
-from kubellm.runtime.server.errors import APIError, bad_request, unavailable
-from kubellm.runtime.server.protocol import (ChatCompletionRequest, CompletionRequest,
-                                             parse_body)
+from kubellm.runtime.engine_core.streams import RequestRejected, RequestStream
+from kubellm.runtime.server.errors import APIError, bad_request, from_engine_error
+from kubellm.runtime.server.prompts import (Prompt, chat_prompt, check_chars, check_length,
+                                            completion_prompts)
+from kubellm.runtime.server.protocol import parse_body
+from kubellm.runtime.server.protocol_chat import ChatCompletionRequest
+from kubellm.runtime.server.protocol_completions import CompletionRequest
 from kubellm.runtime.server.responses import new_id
 from kubellm.runtime.server.state import ServerState
+from kubellm.runtime.server.structured_request import structured_outputs
+from kubellm.runtime.server.tool_choice import auto_tool_parser, forced_structured_outputs
+
+__all__ = ["ClientDisconnected", "MultiStream", "Prepared", "admit", "check_chars",
+           "check_model", "collect", "prepare", "start"]
 
 
 class ClientDisconnected(Exception):
@@ -33,9 +49,9 @@ class Prepared:
     body: CompletionRequest | ChatCompletionRequest
     request_id: str
     params: SamplingParams
-    prompt_token_ids: list[int]
-    prompt_text: str | None
-    prompt_param: str           # the field a length error names
+    prompts: list[Prompt]
+    tool_mode: str | None = None     # chat: none | auto | required | named
+    tool_parser: object = None       # chat, tool_choice auto: reads calls from the text
 
 
 def check_model(state: ServerState, model: str | None) -> None:
@@ -44,80 +60,45 @@ def check_model(state: ServerState, model: str | None) -> None:
                             f"'{state.model_name}'", param="model", code="model_not_found")
 
 
-def check_chars(state: ServerState, num_chars: int, prompt_param: str) -> None:
-    """Refuse before tokenizing a prompt whose length in characters alone proves it
-    longer than the context (no token covers more than ``max_chars_per_token``)."""
-    if num_chars > state.max_model_len * state.max_chars_per_token:
-        raise bad_request(f"{prompt_param} has {num_chars} characters, more than this "
-                          f"model's maximum context length of {state.max_model_len} tokens "
-                          "can hold", param=prompt_param, code="context_length_exceeded")
-
-
-def completion_prompt(state: ServerState, body: CompletionRequest
-                      ) -> tuple[list[int], str | None]:
-    """(token ids, text or None). A string is tokenized here, as offline
-    ``LLM.generate`` tokenizes it."""
-    prompt = body.single_prompt()
-    if isinstance(prompt, str):
-        check_chars(state, len(prompt), "prompt")
-        return state.tokenizer.encode(prompt), prompt
-    if len(prompt) >= state.max_model_len:  # before scanning a million ids
-        raise bad_request(f"prompt has {len(prompt)} tokens; this model's maximum context "
-                          f"length is {state.max_model_len}", param="prompt",
-                          code="context_length_exceeded")
-    bad = [t for t in prompt if not 0 <= t < state.vocab_size]
-    if bad:
-        raise bad_request(f"prompt holds token id {bad[0]}, out of range [0, {state.vocab_size})",
-                          param="prompt")
-    return list(prompt), None
-
-
-def chat_prompt(state: ServerState, body: ChatCompletionRequest) -> list[int]:
-    """Render the messages with the tokenizer's chat template; tokenize without adding
-    special tokens again (the template already holds BOS where the model wants one)."""
-    messages = body.template_messages()
-    check_chars(state, sum(len(m["content"]) for m in messages), "messages")
-    try:
-        text = state.tokenizer.apply_chat_template(
-            messages, tokenize=False, add_generation_prompt=body.add_generation_prompt)
-    except Exception as exc:  # jinja raises on role orders the template forbids
-        raise bad_request(f"messages cannot be rendered by the chat template: {exc}",
-                          param="messages") from None
-    return state.tokenizer.encode(text, add_special_tokens=False)
-
-
-def check_length(state: ServerState, num_prompt_tokens: int, params: SamplingParams,
-                 prompt_param: str) -> None:
-    limit = state.max_model_len
-    if num_prompt_tokens == 0:
-        raise bad_request(f"{prompt_param} must not be empty", param=prompt_param)
-    if num_prompt_tokens >= limit:
-        raise bad_request(f"{prompt_param} has {num_prompt_tokens} tokens; this model's "
-                          f"maximum context length is {limit}", param=prompt_param,
-                          code="context_length_exceeded")
-    if params.max_tokens is not None and num_prompt_tokens + params.max_tokens > limit:
-        raise bad_request(f"max_tokens={params.max_tokens} plus {num_prompt_tokens} prompt "
-                          f"tokens exceeds this model's maximum context length {limit}",
-                          param="max_tokens", code="context_length_exceeded")
-
-
 def prepare(state: ServerState, raw: bytes, body_cls) -> Prepared:
     """Parse, validate, render and tokenize (on a preprocessing thread)."""
     body = parse_body(raw, body_cls)
     check_model(state, body.model)
-    params = body.sampling_params()
     if isinstance(body, ChatCompletionRequest):
-        ids, text, prompt_param = chat_prompt(state, body), None, "messages"
-        request_id = new_id("chatcmpl")
-    else:
-        (ids, text), prompt_param = completion_prompt(state, body), "prompt"
-        request_id = new_id("cmpl")
-    check_length(state, len(ids), params, prompt_param)
-    return Prepared(body, request_id, params, ids, text, prompt_param)
+        return _prepare_chat(state, body)
+    params = body.to_sampling_params(state.generation_defaults, state.max_logprobs)
+    prompts = completion_prompts(state, body.prompts(), body.truncate_prompt_tokens)
+    for prompt in prompts:
+        check_length(state, prompt, params)
+    return Prepared(body, new_id("cmpl"), params, prompts)
 
 
-async def start(state: ServerState, raw: bytes, body_cls) -> tuple[Prepared, RequestStream]:
-    """Prepare off the loop, then admit: (the prepared request, its stream)."""
+def _prepare_chat(state: ServerState, body: ChatCompletionRequest) -> Prepared:
+    mode = body.check_tools()
+    template = body.chat_template or state.chat_template or _template_text(state.tokenizer)
+    parser = auto_tool_parser(body, state.config, template) if mode == "auto" else None
+    extra = {}
+    forced = forced_structured_outputs(body, mode)
+    if forced is not None:
+        if structured_outputs(body) is not None:
+            raise bad_request(f"tool_choice {body.tool_choice!r} cannot be combined with "
+                              "response_format or structured_outputs", param="tool_choice")
+        extra["structured_outputs"] = forced
+    if parser is not None and parser.markers_are_special(state.tokenizer):
+        extra["skip_special_tokens"] = False   # or the tool-call markers vanish
+    params = body.to_sampling_params(state.generation_defaults, state.max_logprobs, **extra)
+    prompt = chat_prompt(state, body)
+    check_length(state, prompt, params)
+    return Prepared(body, new_id("chatcmpl"), params, [prompt], mode, parser)
+
+
+def _template_text(tokenizer) -> str | None:
+    template = getattr(tokenizer, "chat_template", None)
+    return template if isinstance(template, str) else (str(template) if template else None)
+
+
+async def start(state: ServerState, raw: bytes, body_cls) -> tuple[Prepared, "MultiStream"]:
+    """Prepare off the loop, then admit: (the prepared request, its streams)."""
     state.num_preprocessing += 1
     try:
         prepared = await asyncio.get_running_loop().run_in_executor(
@@ -127,26 +108,92 @@ async def start(state: ServerState, raw: bytes, body_cls) -> tuple[Prepared, Req
     return prepared, await admit(state, prepared)
 
 
-async def admit(state: ServerState, prepared: Prepared) -> RequestStream:
+async def admit(state: ServerState, prepared: Prepared) -> "MultiStream":
+    """Send one engine request per prompt and wait until the core has taken in all of
+    them; if it refuses any, abort the others and raise the refusal's APIError."""
+    prompts = prepared.prompts
+    streams: list[RequestStream] = []
     try:
-        return await state.engine_client.add_request(
-            prepared.request_id, prepared.prompt_token_ids, prepared.params,
-            prepared.body.priority, prompt=prepared.prompt_text)
-    except EngineDeadError as exc:
-        raise unavailable(f"{exc}; retry the request") from None
-    except ValueError as exc:
-        raise bad_request(str(exc)) from None
+        for i, prompt in enumerate(prompts):
+            engine_id = prepared.request_id if len(prompts) == 1 \
+                else f"{prepared.request_id}-{i}"
+            streams.append(await state.engine_client.add_request(
+                engine_id, prompt.token_ids, prepared.params, prepared.body.priority,
+                prompt=prompt.text))
+        for stream in streams:
+            await stream.wait_admitted()
+    except BaseException as exc:
+        _close_all(streams)
+        if isinstance(exc, RequestRejected) or not isinstance(exc, ValueError):
+            if isinstance(exc, Exception):  # dead core 503, refused 400, failed step 500
+                raise from_engine_error(exc) from None
+            raise
+        raise bad_request(str(exc)) from None   # a duplicate request id
+    return MultiStream(streams)
 
 
-async def collect(stream: RequestStream, request: Request) -> RequestOutput:
-    """The final output, or ClientDisconnected (after aborting) if the client leaves first."""
-    async def last_output():
-        last = None
-        async for out in stream:
-            last = out
+def _close_all(streams: list[RequestStream]) -> None:
+    for stream in streams:
+        stream.close()
+
+
+class MultiStream:
+    """The outputs of one HTTP request's engine requests as ``(prompt index, output)``,
+    in the order they arrive. ``close()`` aborts whatever is unfinished."""
+
+    def __init__(self, streams: list[RequestStream]):
+        self.streams = streams
+
+    def __aiter__(self):
+        if len(self.streams) == 1:
+            return self._single()
+        return self._merged()
+
+    async def _single(self):
+        async for out in self.streams[0]:
+            yield 0, out
+
+    async def _merged(self):
+        queue: asyncio.Queue = asyncio.Queue()
+        done = object()
+
+        async def pump(index: int, stream: RequestStream):
+            try:
+                async for out in stream:
+                    queue.put_nowait((index, out))
+                queue.put_nowait((index, done))
+            except BaseException as exc:  # an engine failure reaches the consumer
+                queue.put_nowait((index, exc))
+
+        tasks = [asyncio.ensure_future(pump(i, s)) for i, s in enumerate(self.streams)]
+        remaining = len(tasks)
+        try:
+            while remaining:
+                index, item = await queue.get()
+                if item is done:
+                    remaining -= 1
+                elif isinstance(item, BaseException):
+                    raise item
+                else:
+                    yield index, item
+        finally:
+            for task in tasks:
+                task.cancel()
+
+    def close(self) -> None:
+        _close_all(self.streams)
+
+
+async def collect(stream: MultiStream, request: Request) -> list[RequestOutput]:
+    """Each prompt's final output, or ClientDisconnected (after aborting) if the client
+    leaves first."""
+    async def last_outputs():
+        last: list[RequestOutput | None] = [None] * len(stream.streams)
+        async for index, out in stream:
+            last[index] = out
         return last
 
-    result = asyncio.ensure_future(last_output())
+    result = asyncio.ensure_future(last_outputs())
     gone = asyncio.ensure_future(_wait_disconnect(request))
     try:
         await asyncio.wait({result, gone}, return_when=asyncio.FIRST_COMPLETED)

@@ -12,7 +12,7 @@ from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
 from kubellm.runtime.server import generation, responses
 from kubellm.runtime.server.errors import APIError, from_engine_error
-from kubellm.runtime.server.protocol import CompletionRequest
+from kubellm.runtime.server.protocol_completions import CompletionRequest
 from kubellm.runtime.server.responses import ChoiceCursor
 
 router = APIRouter()
@@ -48,19 +48,21 @@ async def _serve_one(websocket: WebSocket, state, raw: bytes) -> None:
                             "bytes (--max-request-body-bytes)", code="request_too_large")
     prepared, stream = await generation.start(state, raw, CompletionRequest)
     request_id, params = prepared.request_id, prepared.params
-    cursors = [ChoiceCursor(i) for i in range(params.n)]
-    last = None
+    cursors: dict[int, ChoiceCursor] = {}
+    last = [None] * len(prepared.prompts)
     try:
-        async for out in stream:
-            last = out
+        async for i, out in stream:
+            last[i] = out
             for comp in out.outputs:
-                step = cursors[comp.index].advance(comp)
+                index = i * params.n + comp.index
+                step = cursors.setdefault(index, ChoiceCursor(index)).advance(comp)
                 if step is not None:
-                    await websocket.send_json({"index": comp.index, "text": step[0],
+                    await websocket.send_json({"index": index, "text": step[0],
                                                "finish_reason": step[3]})
     except Exception as exc:
         raise from_engine_error(exc) from None
     finally:
         stream.close()
+    outs = [o for o in last if o is not None]
     await websocket.send_json({"done": True, "id": request_id,
-                               "usage": responses.usage(last) if last else None})
+                               "usage": responses.usage(outs) if outs else None})

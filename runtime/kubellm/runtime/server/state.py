@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kubellm.runtime.server.config import ServerConfig
 from kubellm.runtime.server.metrics import ServerMetrics
@@ -19,6 +19,9 @@ class ServerState:
     config: ServerConfig
     metrics: ServerMetrics
     preprocess_pool: ThreadPoolExecutor
+    generation_defaults: dict = field(default_factory=dict)  # generation_config.json
+    max_logprobs: int = 20       # --max-logprobs (resolved: -1 -> the vocabulary)
+    chat_template: str | None = None   # --chat-template's text; None: the tokenizer's
     is_draining: bool = False  # set on SIGTERM: /ready and new requests answer 503
     num_in_flight: int = 0     # /v1/* requests being answered (what a drain waits for)
     num_preprocessing: int = 0  # requests being parsed/tokenized on the pool right now

@@ -7,11 +7,9 @@ from typing import AsyncIterator, Callable
 
 from starlette.responses import StreamingResponse
 
-from kubellm.runtime.core.outputs import CompletionOutput, RequestOutput
-from kubellm.runtime.engine_core.streams import RequestStream
+from kubellm.runtime.core.outputs import RequestOutput
 from kubellm.runtime.server.errors import from_engine_error
 from kubellm.runtime.server.fast_json import dumps
-from kubellm.runtime.server.responses import ChoiceCursor
 
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -22,7 +20,7 @@ class EngineStreamResponse(StreamingResponse):
     client gone before the first chunk cancels the response before the chunk generator
     ever runs, so the generator's own ``finally`` cannot be relied on alone."""
 
-    def __init__(self, chunks: AsyncIterator[bytes], stream: RequestStream):
+    def __init__(self, chunks: AsyncIterator[bytes], stream):
         super().__init__(chunks, media_type="text/event-stream", headers=SSE_HEADERS)
         self.engine_stream = stream
 
@@ -38,30 +36,24 @@ def sse(data: dict | str) -> bytes:
     return b"data: " + payload + b"\n\n"
 
 
-async def stream_choices(stream: RequestStream, n: int,
-                         make_chunk: Callable[[CompletionOutput, str, str | None, int, int], dict],
-                         first_chunks: list[dict] = (),
-                         final_chunk: Callable[[RequestOutput], dict] | None = None,
-                         ) -> AsyncIterator[bytes]:
-    """SSE bytes for one request's n choices; closing the iterator aborts the request.
+async def sse_events(stream, on_output: Callable[[int, RequestOutput], list[dict]],
+                     first_chunks: list[dict] = (),
+                     final_chunks: Callable[[], list[dict]] | None = None,
+                     ) -> AsyncIterator[bytes]:
+    """SSE bytes for one HTTP request's engine outputs; closing the iterator aborts them.
 
-    ``make_chunk(choice, delta_text, finish_reason, first_token, end_token)`` builds one
-    choice's chunk (the token range is what its logprobs cover); ``final_chunk(last_output)`` (the usage chunk) goes before [DONE].
+    ``stream`` yields (prompt index, cumulative output); ``on_output`` turns each into the
+    chunks it adds; ``final_chunks()`` (the usage chunk) goes before [DONE].
     """
-    cursors = [ChoiceCursor(i) for i in range(n)]
-    last = None
     try:
         for chunk in first_chunks:
             yield sse(chunk)
-        async for out in stream:
-            last = out
-            for comp in out.outputs:
-                step = cursors[comp.index].advance(comp)
-                if step is not None:
-                    delta, start, end, finish_reason = step
-                    yield sse(make_chunk(comp, delta, finish_reason, start, end))
-        if final_chunk is not None and last is not None:
-            yield sse(final_chunk(last))
+        async for index, out in stream:
+            for chunk in on_output(index, out):
+                yield sse(chunk)
+        if final_chunks is not None:
+            for chunk in final_chunks():
+                yield sse(chunk)
         yield sse("[DONE]")
     except Exception as exc:
         # a status line was sent long ago: the error travels as the last event, with a

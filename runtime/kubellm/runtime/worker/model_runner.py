@@ -20,6 +20,7 @@ from kubellm.runtime.attention.metadata import AttentionMetadata, set_metadata
 from kubellm.runtime.layers.attention import Attention
 from kubellm.runtime.core.scheduler import SchedulerOutput
 from kubellm.runtime.kernel_switches import KernelSwitches
+from kubellm.runtime.worker.prompt_logprobs import compute_prompt_logprobs
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +86,8 @@ class ModelRunner:
 
     # ---- one step ------------------------------------------------------------------
     def execute(self, out: SchedulerOutput, block_tables: list[list[int]]):
-        """Returns (sampled token per sampling request id, logprobs per request id)."""
+        """Returns (sampled token per sampling request id, logprobs per request id,
+        prompt logprobs per request id that asked)."""
         return self.launch(out, block_tables).result()
 
     @torch.inference_mode()
@@ -105,7 +107,9 @@ class ModelRunner:
         if requests:
             logits = self.model.compute_logits(hidden[sample_rows]).float()
             handle = StepHandle(requests, self.sampler.sample(
-                logits, [r.sampling_state for r in requests]))
+                logits, [r.sampling_state for r in requests], constrained=out.has_special))
+        if out.has_special:   # only while a request that asks for them is alive
+            handle.prompt_logprobs = compute_prompt_logprobs(self.model, hidden, out.scheduled)
         if began is not None:
             self.device_trace.append((began, self._mark()))
         return handle
@@ -216,21 +220,24 @@ class ModelRunner:
 
 class StepHandle:
     """A launched step: which requests sample and their (maybe still running) samples."""
-    __slots__ = ("requests", "batch", "row_of")
+    __slots__ = ("requests", "batch", "row_of", "prompt_logprobs")
 
     def __init__(self, requests: list, batch):
         self.requests = requests
         self.batch = batch
         self.row_of = {r.request_id: i for i, r in enumerate(requests)}
+        self.prompt_logprobs = None       # PromptLogprobs when a request asked
 
-    def result(self) -> tuple[dict[str, int], dict[str, dict | None]]:
-        """Wait for the samples: (token per request id, logprobs per request id)."""
+    def result(self) -> tuple[dict[str, int], dict[str, dict | None], dict]:
+        """Wait for the samples: (token per request id, logprobs per request id, prompt
+        logprobs per request id that asked: (first position, entries))."""
+        prompt = self.prompt_logprobs.result() if self.prompt_logprobs is not None else {}
         if self.batch is None:
-            return {}, {}
+            return {}, {}, prompt
         result = self.batch.result()
         ids = dict(zip(self.row_of, result.token_ids))
         logprobs = dict(zip(self.row_of, result.logprobs))
-        return ids, logprobs
+        return ids, logprobs, prompt
 
 
 def _token_or_zero(token_ids: list[int], position: int) -> int:

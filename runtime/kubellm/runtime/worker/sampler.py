@@ -1,8 +1,9 @@
 """Batched sampling: one step's logits [B, V] and per-sequence state -> one token per row.
 
-Order (the one vLLM and HF use): repetition penalty, frequency/presence penalties,
-min_tokens masking, then greedy rows take the argmax; the others are divided by their
-temperature, masked by top-k, top-p and min-p, and sampled. Logprobs, when asked for,
+Order (the one vLLM and HF use): a request's own constraints (grammar mask,
+allowed_token_ids, logit_bias; logits_constraints.py), repetition penalty,
+frequency/presence penalties, min_tokens masking, then greedy rows take the argmax; the
+others are divided by their temperature, masked by top-k, top-p and min-p, and sampled. Logprobs, when asked for,
 come from the RAW logits (before penalties and temperature), as vLLM reports by default.
 
 Sampling is an exponential race, argmax(p / q) with q ~ Exp(1) per token: it draws exactly
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from kubellm.runtime.worker.logits_constraints import ConstraintApplier, LogitsConstraints
 from kubellm.runtime.worker.sampled_batch import SampledBatch, SamplerOutput, to_device
 from kubellm.runtime.core.sampling_params import SamplingParams
 
@@ -36,10 +38,12 @@ class SamplingState:
     prompt_token_ids: list[int]
     output_token_ids: list[int] = field(default_factory=list)
     generator: torch.Generator | None = None
+    constraints: LogitsConstraints | None = None   # grammar, allowed ids, logit bias
 
     @classmethod
     def create(cls, params: SamplingParams, prompt_token_ids: list[int],
-               sample_index: int = 0, device: str | torch.device = "cpu") -> "SamplingState":
+               sample_index: int = 0, device: str | torch.device = "cpu",
+               constraints: LogitsConstraints | None = None) -> "SamplingState":
         """State for sample ``sample_index`` (0..n-1) of a request.
 
         A seeded request's i-th sample uses seed + i, so the n samples differ from each
@@ -49,19 +53,24 @@ class SamplingState:
         if params.seed is not None:
             generator = torch.Generator(device=device)
             generator.manual_seed((params.seed + sample_index) & _SEED_MASK)
-        return cls(params, list(prompt_token_ids), [], generator)
+        return cls(params, list(prompt_token_ids), [], generator, constraints)
 
 
 class Sampler:
     def __init__(self, eos_token_ids: set[int]):
         self.eos_token_ids = frozenset(int(t) for t in eos_token_ids)
+        self._constraints = ConstraintApplier()
 
     def __call__(self, logits: torch.Tensor, states: list[SamplingState]) -> SamplerOutput:
         return self.sample(logits, states).result()
 
-    def sample(self, logits: torch.Tensor, states: list[SamplingState]) -> SampledBatch:
+    def sample(self, logits: torch.Tensor, states: list[SamplingState],
+               constrained: bool | None = None) -> SampledBatch:
         """Sample on the device without waiting for it: the returned batch holds device
-        tensors whose copy to the host has been started; ``result()`` waits for it."""
+        tensors whose copy to the host has been started; ``result()`` waits for it.
+
+        ``constrained=False`` promises that no state carries constraints (the engine knows
+        when no such request is alive), which skips even looking; None looks."""
         if logits.dim() != 2:
             raise ValueError(f"logits must be [batch, vocab], got shape {tuple(logits.shape)}")
         if logits.shape[0] != len(states):
@@ -71,13 +80,21 @@ class Sampler:
             return SampledBatch(torch.empty(0, dtype=torch.int64), params, [])
         logprob_rows = [i for i, p in enumerate(params) if p.logprobs is not None]
 
+        constraints = None
+        if constrained is not False:
+            constraints = [s.constraints for s in states]
+            if not any(c is not None for c in constraints):
+                constraints = None
         # Fast path: an all-greedy batch without penalties or min_tokens is one argmax.
-        if all(p.temperature < _GREEDY_TEMPERATURE for p in params) and not any(
-                _has_penalty(p) or _masks_stop_tokens(s) for p, s in zip(params, states)):
+        if constraints is None and all(p.temperature < _GREEDY_TEMPERATURE for p in params) \
+                and not any(_has_penalty(p) or _masks_stop_tokens(s)
+                            for p, s in zip(params, states)):
             sampled = logits.argmax(dim=-1)
         else:
-            sampled = self._sample(logits.to(torch.float32, memory_format=torch.contiguous_format,
-                                            copy=True), states)
+            work = logits.to(torch.float32, memory_format=torch.contiguous_format, copy=True)
+            if constraints is not None:
+                self._constraints.apply(work, constraints, [s.output_token_ids for s in states])
+            sampled = self._sample(work, states)
         batch = SampledBatch(sampled, params, logprob_rows)
         if logprob_rows:
             batch.add_logprobs(logits)

@@ -1,0 +1,54 @@
+"""What the engine core sends back per step travels whole: the front end rebuilds every
+field of a RequestOutput from the deltas, including issue 15's request-level list
+(prompt_logprobs, which the engine extends in place), num_cached_tokens and the metrics
+timestamps, through the real wire codec."""
+from __future__ import annotations
+
+from kubellm.runtime.core.outputs import CompletionOutput, RequestOutput
+from kubellm.runtime.engine_core import wire
+from kubellm.runtime.engine_core.output_delta import (DeltaEncoder, apply_completion_delta,
+                                                      apply_request_delta)
+
+
+def _through_wire(delta):
+    codec = wire.Codec()
+    return codec.decode(codec.encode([wire.OUTPUTS, [delta], [], [], {}]))[1][0]
+
+
+def test_request_level_lists_grown_in_place_arrive_whole():
+    prompt_logprobs = [None, {5: -1.0, 7: -2.0}]        # the engine's own list
+    token_ids, logprobs = [3], [{3: -0.5}]
+    out = RequestOutput("r", None, [1, 5, 9, 4], [
+        CompletionOutput(0, token_ids=token_ids, logprobs=logprobs)],
+        num_cached_tokens=2, prompt_logprobs=prompt_logprobs,
+        metrics={"arrival_time": 1.0, "first_token_time": None})
+    encoder = DeltaEncoder()
+    rebuilt = RequestOutput("r", None, [1, 5, 9, 4], [CompletionOutput(0, token_ids=[],
+                                                                       logprobs=[])])
+
+    def step():
+        delta = _through_wire(encoder.encode(out))
+        apply_request_delta(rebuilt, delta)
+        for index, appends, sets in delta[2]:
+            apply_completion_delta(rebuilt.outputs[index], appends, sets)
+
+    step()
+    # a later prefill chunk extends the same list object; a token and a timestamp come
+    prompt_logprobs.extend([{9: -0.1}, {4: -3.0, 2: -0.2}])
+    token_ids.append(8)
+    logprobs.append({8: -0.25})
+    out.metrics = {"arrival_time": 1.0, "first_token_time": 2.0}
+    step()
+    step()  # nothing changed: nothing applied twice
+    assert rebuilt.prompt_logprobs == [None, {5: -1.0, 7: -2.0}, {9: -0.1},
+                                       {4: -3.0, 2: -0.2}]
+    assert rebuilt.num_cached_tokens == 2
+    assert rebuilt.metrics == {"arrival_time": 1.0, "first_token_time": 2.0}
+    assert list(rebuilt.outputs[0].token_ids) == [3, 8]
+    assert list(rebuilt.outputs[0].logprobs) == [{3: -0.5}, {8: -0.25}]
+
+
+def test_a_request_without_prompt_logprobs_sends_no_list():
+    out = RequestOutput("r", None, [1], [CompletionOutput(0, token_ids=[2])])
+    delta = DeltaEncoder().encode(out)
+    assert len(delta) == 3 and delta[1]["prompt_logprobs"] is None
