@@ -143,8 +143,9 @@ class OutputProcessor:
         return RequestOutput(
             request_id=group.request_id, prompt=group.prompt,
             prompt_token_ids=group.prompt_token_ids, outputs=[completion], finished=finished,
-            num_cached_tokens=seq.num_cached_tokens,
+            num_cached_tokens=seq.num_cached_tokens, prompt_logprobs=group.prompt_logprobs,
             metrics={"arrival_time": group.arrival_time,
                      "first_scheduled_time": seq.first_scheduled_time,
                      "first_token_time": seq.first_token_time,
+                     "finished_time": time.monotonic() if finished else None,
                      "num_preemptions": seq.num_preemptions})
