@@ -67,9 +67,6 @@ def test_the_runtime_exports_the_protocols_gauges(server):
     check_protocol_gauges(httpx.get(f"{server.url}/metrics", timeout=30).text)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15 adds vllm:lora_requests_info and "
-                                       "vllm:cache_config_info to the runtime; remove this "
-                                       "mark when it lands (strict: it then fails as XPASS)")
 def test_the_runtime_exports_the_lora_and_cache_info_the_picker_reads(server):
     """vllm:lora_requests_info (a missing one makes EPP >= v1.5 drop the pod) and
     vllm:cache_config_info (the prefix-cache scorer's block size and pool size)."""
