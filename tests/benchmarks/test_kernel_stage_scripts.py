@@ -27,7 +27,9 @@ def test_decode_ablation_smoke_writes_figures(tmp_path):
         assert row["batch2_max_rel_diff"] < 1e-5      # fp32 on the CPU: the same states
     for batch in ("1", "2"):
         floors = result["floors"][batch]
-        assert 0 < floors["gemm_ms"] < floors["step_floor_ms"]
+        # the step floor adds the attention's to the GEMMs' (rounded: at the smoke shape
+        # the attention's share can round to nothing)
+        assert 0 < floors["gemm_ms"] <= floors["step_floor_ms"]
     assert result["profile_defaults"]["by_part_ms"] and result["profile_all"]["top_kernels"]
     assert {g["gemm"] for g in result["gemms"]} == {"qkv", "o", "gate_up", "down", "lm_head"}
     assert all(g["ms"] > 0 and g["floor_ms"] > 0 for g in result["gemms"])
