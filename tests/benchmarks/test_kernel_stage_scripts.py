@@ -64,7 +64,8 @@ def test_varlen_smoke_writes_figures(tmp_path):
         assert r["output_tokens"] == sum(varlen_outputs(r["seed"]))   # every token made
         # figures, never their size: a loaded CPU's fraction can round to 0.0
         assert is_figure(r["fraction_of_limit"]) and is_figure(r["fraction_of_strict_limit"])
-        assert r["limit"]["strict_limit_s"] >= r["limit"]["limit_s"] > 0
+        assert is_figure(r["limit"]["limit_s"])  # the smoke shape's limit can round to 0.0
+        assert r["limit"]["strict_limit_s"] >= r["limit"]["limit_s"]
         steps = r["mixed_steps"] + r["decode_few_steps"] + r["decode_many_steps"]
         assert steps == r["steps"] > 0
         assert r["max_num_seqs"] > 0 and r["max_num_batched_tokens"] > 0
