@@ -1,10 +1,10 @@
 """benchmarks/gpu/cold_start.py (the `coldstart` GPU stage) runs on the CPU (--smoke) and
 writes well-formed figures, so the GPU run cannot fail for a Python error."""
 import json
-import math
 import subprocess
 import sys
 
+from tests.figures import is_figure
 from tests.paths import ROOT
 
 
@@ -22,7 +22,7 @@ def test_smoke_run_writes_the_figures(tmp_path):
     result = json.loads((tmp_path / "out" / "cold_start.json").read_text())
     for key in ("weights_gib", "write_seconds", "engine_ready_seconds_page_cache",
                 "seconds_per_gib", "startup_budget_seconds"):
-        assert math.isfinite(result[key]) and result[key] > 0, key
+        assert is_figure(result[key]), key   # a fast disk's write of the tiny model: 0.0 s
     assert result["page_cache_dropped"] is False and result["engine_ready_seconds_cold"] is None
     assert isinstance(result["within_budget"], bool)
     assert not (tmp_path / "m").exists()  # the checkpoint is removed
