@@ -41,8 +41,8 @@ def crds_dir() -> Path:
 def load_crd(group: str, kind: str) -> dict[str, Any]:
     path = crds_dir() / FILES[(group, kind)]
     if not path.is_file():
-        pytest.skip(f"{kind}'s CRD is not here ({path}): put the projects' published CRDs "
-                    "in ../shared/thirdparty-crds or point KUBELLM_THIRDPARTY_CRDS at them")
+        pytest.skip(reason=f"{kind}'s CRD is not here ({path}): put the projects' published CRDs "
+                           "in ../shared/thirdparty-crds or point KUBELLM_THIRDPARTY_CRDS at them")
     return yaml.safe_load(path.read_text())
 
 

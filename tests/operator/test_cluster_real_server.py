@@ -68,7 +68,7 @@ def test_emitted_third_party_objects_pass_their_real_crds(namespace):
     from kubellm.operator.validation import defaulted_spec
 
     if not crds_dir().is_dir():
-        pytest.skip(f"no third-party CRDs at {crds_dir()}")
+        pytest.skip(reason=f"no third-party CRDs at {crds_dir()}")
     for name in FILES.values():
         kubectl("apply", "--server-side", "-f", str(crds_dir() / name))
     spec = {"model": {"source": {"huggingFace": "org/big"}}, "replicas": 1,

@@ -32,7 +32,7 @@ def namespace():
     ns = f"kubellm-route-{uuid.uuid4().hex[:6]}"
     kubectl("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds"))
     if not (crds_dir() / POOL_CRD).is_file():
-        pytest.skip(f"the InferencePool CRD is not at {crds_dir()}")
+        pytest.skip(reason=f"the InferencePool CRD is not at {crds_dir()}")
     kubectl("apply", "--server-side", "-f", str(crds_dir() / POOL_CRD))
     for crd in ("llmdeployments.kubellm.io", "inferencepools.inference.networking.k8s.io"):
         kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")

@@ -4,27 +4,15 @@ give the whole (GQA with KV heads split or replicated, a vocabulary that does no
 evenly)."""
 from __future__ import annotations
 
-import contextlib
 
 import pytest
 import torch
 
-from kubellm.runtime.parallel import state as ps
 from kubellm.runtime.layers.embedding import VocabParallelEmbedding
 from kubellm.runtime.layers.linear import (ColumnParallelLinear, MergedColumnParallelLinear,
                                            QKVParallelLinear, RowParallelLinear)
 
 HIDDEN, HEAD_DIM, HEADS, KV_HEADS, VOCAB = 8, 2, 4, 2, 11
-
-
-@pytest.fixture
-def as_rank():
-    with contextlib.ExitStack() as stack:
-        def enter(tp_size: int, tp_rank: int) -> None:
-            stack.enter_context(ps.building(ps.ParallelState(tp_size=tp_size,
-                                                             tp_rank=tp_rank)))
-        yield enter
-    assert ps.state() is ps.SINGLE_PROCESS
 
 
 def _loaded(layer, name: str, full: torch.Tensor, shard=None) -> torch.Tensor:

@@ -5,28 +5,14 @@ sums add up to the single-process block. The Triton kernel (interpreted on CPU) 
 CPU loop give the same block output."""
 from __future__ import annotations
 
-import contextlib
 
 import pytest
 import torch
 
 from kubellm.runtime.layers.moe import SparseMoeBlock
 from kubellm.runtime.layers.moe_router import RouterSpec
-from kubellm.runtime.parallel import state as ps
 
 HIDDEN, EXPERTS, INTER, SHARED, TOP_K = 32, 8, 24, 16, 3
-
-
-@pytest.fixture
-def as_rank():
-    # a rank's blocks are built for its layout with no TP group, so each returns its
-    # partial sums unreduced; the test adds them up itself
-    with contextlib.ExitStack() as stack:
-        def enter(tp_size: int, tp_rank: int, expert_parallel: bool = False) -> None:
-            stack.close()
-            stack.enter_context(ps.building(ps.ParallelState(
-                tp_size=tp_size, tp_rank=tp_rank, expert_parallel=expert_parallel)))
-        yield enter
 
 
 def checkpoint(seed: int = 0) -> dict[str, torch.Tensor]:

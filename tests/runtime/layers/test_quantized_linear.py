@@ -3,7 +3,6 @@ playing every rank), groups that a TP split would cut, and the forward against t
 layer holding the dequantized weight."""
 from __future__ import annotations
 
-import contextlib
 
 import pytest
 import torch
@@ -14,19 +13,8 @@ from kubellm.runtime.layers.quantization.linear_method import (QuantizationLayou
                                                                QuantizedLinearMethod)
 from kubellm.runtime.layers.quantization.rtn import quantize_rtn
 from kubellm.runtime.layers.quantization.spec import LinearQuantSpec
-from kubellm.runtime.parallel import state as ps
 
 HIDDEN, HEAD_DIM, HEADS, KV_HEADS = 64, 8, 4, 2
-
-
-@pytest.fixture
-def as_rank():
-    with contextlib.ExitStack() as stack:
-        def enter(tp_size: int, tp_rank: int) -> None:
-            stack.enter_context(ps.building(ps.ParallelState(tp_size=tp_size,
-                                                             tp_rank=tp_rank)))
-        yield enter
-    assert ps.state() is ps.SINGLE_PROCESS
 
 
 def quantized(layer, group_size=16, bits=4, name="layer"):

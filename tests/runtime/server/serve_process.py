@@ -71,18 +71,3 @@ def serve(tiny_model_dir):
     yield start
     for process in started:
         process.kill()
-
-
-
-
-@pytest.fixture
-def serve(tiny_model_dir):
-    started = []
-
-    def start(*flags):
-        started.append(ServeProcess(tiny_model_dir, *flags))
-        started[-1].wait_ready()
-        return started[-1]
-    yield start
-    for process in started:
-        process.kill()
