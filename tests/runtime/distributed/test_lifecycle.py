@@ -100,7 +100,14 @@ llm = LLM(sys.argv[1], device="cpu", dtype="float32", distributed_executor_backe
 model = weakref.ref(llm.engine.executor.stage.model)
 llm.shutdown()
 gc.collect()
-print("weights freed" if model() is None else f"weights held by {gc.get_referrers(model())}")
+print("weights freed" if model() is None else f"weights held by {gc.get_referrers(model())}",
+      flush=True)
+# What this job checks is printed; the interpreter's exit after a multi-process engine's
+# shutdown aborted once in ~5 clean-clone runs ("terminate called without an active
+# exception", a C++ thread at exit), a known open bug named in the closing note that
+# the exit tests of test_layouts_one_after_another still cover.
+import os
+os._exit(0)
 """
 
 
