@@ -13,6 +13,7 @@
    checkpoint with 4 layers (the top-5 rule).
 
     python -m benchmarks.gpu.moe --out DIR [--budget-s 330] [--parts tune,kernel,w,agreement]
+                                 [--tune-s 100]
     python -m benchmarks.gpu.moe --smoke --out DIR   # a tiny shape on the CPU (the
                                  # kernels in triton's interpreter): catches script errors
 Writes DIR/moe.json (every figure) and DIR/fused_moe_configs.json; a part that would
@@ -110,6 +111,8 @@ def main() -> int:
     ap.add_argument("--budget-s", type=float, default=330.0,
                     help="start no part past this many seconds")
     ap.add_argument("--parts", default=",".join(PARTS))
+    ap.add_argument("--tune-s", type=float, default=TUNE_SHARE_S,
+                    help="the block-size sweep starts no bucket after this many seconds")
     args = ap.parse_args()
     started = time.monotonic()
     if args.smoke and not torch.cuda.is_available():
@@ -141,7 +144,7 @@ def main() -> int:
                   shape["moe_intermediate_size"], dtype, device)
     if may_start("tune"):
         buckets = [1, 16] if args.smoke else BUCKETS
-        deadline = None if args.smoke else time.monotonic() + TUNE_SHARE_S
+        deadline = None if args.smoke else time.monotonic() + args.tune_s
         table = {result["device"]: {layer.key(): sweep(layer, buckets, args.smoke, deadline)}}
         (out / "fused_moe_configs.json").write_text(json.dumps(table, indent=1))
         result["tune"] = table

@@ -164,3 +164,20 @@ def test_topk_softmax_breaks_ties_toward_the_lower_expert():
     assert ids.tolist() == [[1, 2]]
     with pytest.raises(ValueError, match="top_k must be between 1 and the 5 experts"):
         topk_softmax(logits, 6, renormalize=True)
+
+
+def test_committed_table_holds_a_config_for_every_bucket_it_names():
+    """The block sizes tuned on the H200 (benchmarks/gpu/moe.py --parts tune) parse, and
+    each bucket was faster than the untuned default when it was measured."""
+    import json
+
+    from kubellm.kernels.fused_moe_configs import TABLE_PATH
+    table = json.loads(TABLE_PATH.read_text())
+    assert table, "the committed table is empty"
+    for device, shapes in table.items():
+        for key, buckets in shapes.items():
+            assert [int(b) for b in buckets] == sorted(int(b) for b in buckets), key
+            for bucket, entry in buckets.items():
+                config = MoeConfig.from_dict(entry)
+                assert config.block_m in (16, 32, 64, 128), (device, key, bucket)
+                assert entry["gemms_ms"] <= entry["default_gemms_ms"], (device, key, bucket)
