@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.common.agreement import first_disagreement
+from benchmarks.common.agreement import first_disagreement, teacher_forced_gaps
 from benchmarks.common.shapes import write_config
 
 
@@ -33,15 +33,25 @@ def check_agreement(path: str, hf_model, device: str, num_prompts: int = 12,
                     max_tokens: int = 16, top_n: int = 5, vocab_high: int = 100000,
                     **engine) -> dict:
     """Greedy continuations of random prompts from both; ``failures`` lists the prompts
-    that break the top-N rule (empty: agreement)."""
+    that break the top-N rule (empty: agreement); ``gaps_std`` holds, per prompt, the
+    largest teacher-forced gap of our tokens (agreement.teacher_forced_gaps)."""
     from kubellm.runtime import LLM, SamplingParams
     rng = random.Random(0)
     prompts = [[rng.randrange(1000, vocab_high) for _ in range(rng.randint(5, 300))]
                for _ in range(num_prompts)]
-    llm = LLM(path, skip_tokenizer_init=True, device=device, **engine)
-    outs = llm.generate(prompts, SamplingParams(temperature=0, max_tokens=max_tokens,
-                                                ignore_eos=True, logprobs=top_n))
-    failures, identical = [], 0
+    with LLM(path, skip_tokenizer_init=True, device=device, **engine) as llm:
+        outs = llm.generate(prompts, SamplingParams(temperature=0, max_tokens=max_tokens,
+                                                    ignore_eos=True, logprobs=top_n))
+        executor = llm.engine.executor
+        engine_facts = {"backend": getattr(executor, "backend_name", None),
+                        "cuda_graphs": getattr(executor, "graphs", None) is not None}
+    # shut down (weights, KV cache, graphs freed): the next engine's memory profile and
+    # transformers' generate below have the GPU to themselves
+    del executor
+    gc.collect()
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    failures, identical, gaps = [], 0, []
     for i, (p, o) in enumerate(zip(prompts, outs)):
         gen = hf_model.generate(torch.tensor([p], device=device), do_sample=False,
                                 max_new_tokens=max_tokens, min_new_tokens=max_tokens,
@@ -55,15 +65,6 @@ def check_agreement(path: str, hf_model, device: str, num_prompts: int = 12,
                                  names=("ours", "transformers"))
         if msg:
             failures.append(f"prompt {i}: {msg}")
-    executor = llm.engine.executor
-    result = {"num_prompts": num_prompts, "max_tokens": max_tokens, "top_n": top_n,
-              "identical": identical, "failures": failures,
-              "backend": getattr(executor, "backend_name", None),
-              "cuda_graphs": getattr(executor, "graphs", None) is not None}
-    if hasattr(executor, "graphs"):
-        executor.graphs = None
-    del llm, executor
-    gc.collect()                 # the next engine's memory profile must see this one gone
-    if device == "cuda":
-        torch.cuda.empty_cache()
-    return result
+        gaps.append(round(float(teacher_forced_gaps(hf_model, p, ours, device).max()), 3))
+    return {"num_prompts": num_prompts, "max_tokens": max_tokens, "top_n": top_n,
+            "identical": identical, "failures": failures, "gaps_std": gaps, **engine_facts}

@@ -61,8 +61,18 @@ use_winning_switches() {  # the kernel switches this run's ablation stages found
 run_stage() {
   case $1 in
     idle)    sleep "${IDLE_SECONDS:-600}" & wait ;;   # a child that outlives a limit (tests)
-    tests)   python3 -m pytest -m gpu tests/kernels tests/gpu -q -p no:cacheprovider -x \
-               2>&1 | tee "$OUT/gpu_tests.log" | tail -25 ;;
+    # every GPU-marked test of the tree (the files listed by grep, so no other test's
+    # imports are needed); with .serve-bench carried, its wheels and tokenizer serve the
+    # API tests, else those skip and say why. -v: a stage stopped by its limit still
+    # names the last test it finished.
+    tests)   if [ -d .serve-bench/whl ]; then
+               python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site-api \
+                 .serve-bench/whl/*.whl 2>&1 | tail -3
+               export PYTHONPATH=$PYTHONPATH:/tmp/site-api KUBELLM_TEST_TOKENIZER_DIR=$PWD/.serve-bench/tokenizer
+             fi
+             # shellcheck disable=SC2046  # one argument per file
+             python3 -m pytest -m gpu $(grep -rl --include='test_*.py' 'pytest.mark.gpu' tests | sort) \
+               -v -p no:cacheprovider --durations=15 2>&1 | tee "$OUT/gpu_tests.log" | tail -40 ;;
     kernels) python3 -m benchmarks.kernels.bench_paged_attention --out "$OUT" 2>&1 \
                | tee "$OUT/kernels.log" | tail -20 ;;
     w)       use_winning_switches

@@ -24,11 +24,11 @@ def _requests(rng):
             for _ in range(96)]
 
 
-def test_run_ahead_matches_waiting_on_cuda(tmp_path):
-    from kubellm.runtime import LLM, SamplingParams
+def test_run_ahead_matches_waiting_on_cuda(tmp_path, make_llm):
+    from kubellm.runtime import SamplingParams
     model_dir = write_config(LLAMA3_8B, tmp_path / "m", num_hidden_layers=4)
-    llm = LLM(model_dir, load_format="dummy", skip_tokenizer_init=True, max_model_len=2048,
-              max_num_seqs=64, max_num_batched_tokens=1024, num_kv_blocks=600)
+    llm = make_llm(model_dir, load_format="dummy", skip_tokenizer_init=True, max_model_len=2048,
+                   max_num_seqs=64, max_num_batched_tokens=1024, num_kv_blocks=600)
     engine = llm.engine
     rng = random.Random(0)
     prompts = _requests(rng)
@@ -53,15 +53,15 @@ def test_run_ahead_matches_waiting_on_cuda(tmp_path):
     assert not failures, failures
 
 
-def test_run_ahead_leaves_the_device_less_idle(tmp_path):
+def test_run_ahead_leaves_the_device_less_idle(tmp_path, make_llm):
     """Workload W's decode point (Llama-3-8B shape, batch 256, context 512): the device's
     step (~12 ms) outlasts the host's work (~2-4 ms), so running ahead must leave the
     device almost never idle, where waiting leaves it idle for the host's whole share."""
-    from kubellm.runtime import LLM, SamplingParams
+    from kubellm.runtime import SamplingParams
     from kubellm.runtime.cli.bench.steady import device_idle, fill_until_decoding
     model_dir = write_config(LLAMA3_8B, tmp_path / "m")
-    llm = LLM(model_dir, load_format="dummy", skip_tokenizer_init=True, max_model_len=1024,
-              max_num_seqs=256, max_num_batched_tokens=8192, gpu_memory_utilization=0.8)
+    llm = make_llm(model_dir, load_format="dummy", skip_tokenizer_init=True, max_model_len=1024,
+                   max_num_seqs=256, max_num_batched_tokens=8192, gpu_memory_utilization=0.8)
     engine = llm.engine
     rng = random.Random(1)
     idle = {}

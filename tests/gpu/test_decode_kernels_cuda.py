@@ -18,15 +18,15 @@ if not torch.cuda.is_available():
 LAYERS = 4   # a per-layer unfused path shows up 4 times; the step itself has ~3 torch kernels
 
 
-def decode_step_kernels(tmp_path, switches: str) -> list[str]:
+def decode_step_kernels(make_llm, tmp_path, switches: str) -> list[str]:
     from torch.profiler import ProfilerActivity, profile
 
-    from kubellm.runtime import LLM, SamplingParams
+    from kubellm.runtime import SamplingParams
     from kubellm.runtime.cli.bench.steady import fill_until_decoding
     path = write_config(LLAMA3_8B, tmp_path / (switches.replace(",", "_") or "defaults"),
                         num_hidden_layers=LAYERS)
-    llm = LLM(path, load_format="dummy", skip_tokenizer_init=True, enforce_eager=True,
-              max_model_len=1024, num_kv_blocks=256, kernel_switches=switches)
+    llm = make_llm(path, load_format="dummy", skip_tokenizer_init=True, enforce_eager=True,
+                   max_model_len=1024, num_kv_blocks=256, kernel_switches=switches)
     engine = llm.engine
     params = SamplingParams(temperature=0, max_tokens=64, ignore_eos=True, detokenize=False)
     fill_until_decoding(engine, {str(i): list(range(100, 150 + i)) for i in range(4)}, params)
@@ -44,8 +44,8 @@ def count(names, needle):
 
 
 @pytest.mark.parametrize("switches", ["", "rope_kv_write"])
-def test_decode_step_uses_the_fused_kernels(tmp_path, switches):
-    names = decode_step_kernels(tmp_path, switches)
+def test_decode_step_uses_the_fused_kernels(tmp_path, switches, make_llm):
+    names = decode_step_kernels(make_llm, tmp_path, switches)
     assert count(names, "_rms_norm_kernel") == 2 * LAYERS + 1      # + the final norm
     assert count(names, "_silu_and_mul_kernel") == LAYERS
     assert count(names, "_paged_attention_kernel") == LAYERS

@@ -4,7 +4,6 @@ Correctness rule (bf16 makes exact equality too strict): up to the first diverge
 each generated token lies within the other side's top-5 logprobs."""
 from __future__ import annotations
 
-import gc
 import random
 
 import pytest
@@ -49,8 +48,8 @@ def checkpoints(tmp_path_factory):
 
 @pytest.mark.parametrize("shape", ["llama3", "qwen3"])
 @pytest.mark.parametrize("enforce_eager", [False, True], ids=["graphs", "eager"])
-def test_bf16_top5_agreement_with_transformers(shape, enforce_eager, checkpoints):
-    _assert_top5_agreement(*checkpoints(shape), enforce_eager=enforce_eager)
+def test_bf16_top5_agreement_with_transformers(shape, enforce_eager, checkpoints, make_llm):
+    _assert_top5_agreement(make_llm, *checkpoints(shape), enforce_eager=enforce_eager)
 
 
 # every kernel switch on (kernel_switches.py): the fused rotary + KV write in graphs and
@@ -60,18 +59,18 @@ def test_bf16_top5_agreement_with_transformers(shape, enforce_eager, checkpoints
     ("llama3", "rope_kv_write,prefill_attention"),
     ("llama3", "rope_kv_write,prefill_attention,prefill_attention_tma"),
     ("qwen3", "rope_kv_write,prefill_attention,prefill_attention_tma")])
-def test_bf16_top5_agreement_with_kernel_switches(shape, switches, checkpoints):
-    _assert_top5_agreement(*checkpoints(shape), kernel_switches=switches,
+def test_bf16_top5_agreement_with_kernel_switches(shape, switches, checkpoints, make_llm):
+    _assert_top5_agreement(make_llm, *checkpoints(shape), kernel_switches=switches,
                            max_num_batched_tokens=512)
 
 
-def _assert_top5_agreement(path, hf, **engine_fields):
-    from kubellm.runtime import LLM, SamplingParams
+def _assert_top5_agreement(make_llm, path, hf, **engine_fields):
+    from kubellm.runtime import SamplingParams
     rng = random.Random(0)
     prompts = [[rng.randrange(1000, 100000) for _ in range(rng.randint(5, 300))]
                for _ in range(12)]
-    llm = LLM(path, skip_tokenizer_init=True, max_model_len=2048, max_num_seqs=16,
-              gpu_memory_utilization=0.5, **engine_fields)
+    llm = make_llm(path, skip_tokenizer_init=True, max_model_len=2048, max_num_seqs=16,
+                   gpu_memory_utilization=0.5, **engine_fields)
     assert llm.engine.executor.backend_name == "triton"
     assert llm.engine.executor.dtype == torch.bfloat16
     outs = llm.generate(prompts, SamplingParams(temperature=0, max_tokens=MAX_TOKENS,
@@ -87,18 +86,14 @@ def _assert_top5_agreement(path, hf, **engine_fields):
                                  names=("ours", "transformers"))
         if msg:
             failures.append(msg)
-    llm.engine.executor.graphs = None
-    del llm
-    gc.collect()                # the next engine's memory profile must see this one gone
-    torch.cuda.empty_cache()
     assert not failures, failures
 
 
-def test_32k_prompt_runs_through_chunked_prefill_beside_short_requests(tmp_path):
-    from kubellm.runtime import LLM, SamplingParams
+def test_32k_prompt_runs_through_chunked_prefill_beside_short_requests(tmp_path, make_llm):
+    from kubellm.runtime import SamplingParams
     path = write_config(LLAMA3_8B, tmp_path / "w")
-    llm = LLM(path, load_format="dummy", skip_tokenizer_init=True, max_model_len=32768,
-              max_num_batched_tokens=8192, max_num_seqs=16)
+    llm = make_llm(path, load_format="dummy", skip_tokenizer_init=True, max_model_len=32768,
+                   max_num_batched_tokens=8192, max_num_seqs=16)
     rng = random.Random(1)
     long_prompt = [rng.randrange(1000, 100000) for _ in range(32000)]
     short = [[rng.randrange(1000, 100000) for _ in range(64)] for _ in range(8)]
@@ -109,13 +104,13 @@ def test_32k_prompt_runs_through_chunked_prefill_beside_short_requests(tmp_path)
     assert kv.num_free_blocks == kv.num_blocks
 
 
-def test_hardware_aware_defaults_on_this_gpu(tmp_path):
+def test_hardware_aware_defaults_on_this_gpu(tmp_path, make_llm):
     """Nothing set: the engine sizes its batches from this GPU and runs with them."""
-    from kubellm.runtime import LLM, SamplingParams
+    from kubellm.runtime import SamplingParams
     from kubellm.runtime.worker import auto_batching as ab
     path = write_config(LLAMA3_8B, tmp_path / "auto", num_hidden_layers=2)
-    llm = LLM(path, load_format="dummy", skip_tokenizer_init=True, max_model_len=4096,
-              gpu_memory_utilization=0.5)
+    llm = make_llm(path, load_format="dummy", skip_tokenizer_init=True, max_model_len=4096,
+                   gpu_memory_utilization=0.5)
     config, runner = llm.engine.config, llm.engine.executor
     device = ab.DeviceFacts.of(runner.device)
     assert device.sm_count > 0 and device.total_memory > 0
