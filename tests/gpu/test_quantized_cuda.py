@@ -1,6 +1,15 @@
 """4-bit weights on a CUDA GPU (run by STAGES=w4a16 / tests on the H200): the engine with
 quantization="4bit" (Triton W4A16 GEMM, CUDA graphs and eager) against transformers in bf16
-holding the dequantized weights of the very same 4-bit layers, by the top-5 rule."""
+holding the dequantized weights of the very same 4-bit layers.
+
+The rule is teacher-forced: transformers reads the prompt and our 16 greedy tokens in one
+pass, and at every position our token's logit must lie within ``MAX_GAP_STD`` standard
+deviations (of that position's logits) of transformers' best. Both sides hold the same
+bf16 weights, so only the summation order differs; on these random 4-layer models the top
+logits are close (top-1 to top-6 spans 0.1-1.3 std) and that noise moved our token up to
+0.12 std below transformers' best on the H200 (rank <= 4), which broke the free-running
+top-5 rule once in 192 positions. A wrong weight (group, packing, scale) puts our token
+where a random one sits, ~4-5 std below the best."""
 from __future__ import annotations
 
 import random
@@ -8,7 +17,7 @@ import random
 import pytest
 import torch
 
-from benchmarks.common.agreement import first_disagreement
+from benchmarks.common.agreement import teacher_forced_gaps
 from benchmarks.common.shapes import LLAMA3_8B, write_config
 
 pytestmark = pytest.mark.gpu
@@ -16,6 +25,7 @@ if not torch.cuda.is_available():
     pytest.skip(reason="needs a CUDA GPU", allow_module_level=True)
 
 MAX_TOKENS = 16
+MAX_GAP_STD = 0.5
 
 
 def _checkpoint(tmp_path, layers=4):
@@ -58,28 +68,28 @@ def _dequantized_state(ours) -> dict[str, torch.Tensor]:
 @pytest.mark.parametrize("enforce_eager, quantize_lm_head",
                          [(False, False), (True, False), (False, True)],
                          ids=["graphs", "eager", "graphs-4bit-head"])
-def test_4bit_top5_agreement_with_transformers_on_the_same_weights(enforce_eager,
-                                                                   quantize_lm_head, tmp_path):
-    from kubellm.runtime import LLM, SamplingParams
+def test_4bit_greedy_tokens_are_transformers_best_on_the_same_weights(
+        enforce_eager, quantize_lm_head, tmp_path, make_llm):
+    from kubellm.runtime import SamplingParams
     path, hf = _checkpoint(tmp_path)
-    llm = LLM(path, skip_tokenizer_init=True, max_model_len=2048, max_num_seqs=16,
-              enforce_eager=enforce_eager, gpu_memory_utilization=0.5, quantization="4bit",
-              quantize_lm_head=quantize_lm_head)
-    hf.load_state_dict(_dequantized_state(llm.engine.executor.model), strict=False)
+    llm = make_llm(path, skip_tokenizer_init=True, max_model_len=2048, max_num_seqs=16,
+                   enforce_eager=enforce_eager, gpu_memory_utilization=0.5,
+                   quantization="4bit", quantize_lm_head=quantize_lm_head)
+    loaded = hf.load_state_dict(_dequantized_state(llm.engine.executor.model), strict=False)
+    assert not loaded.unexpected_keys, loaded.unexpected_keys
+    assert not [k for k in loaded.missing_keys if "proj" in k], loaded.missing_keys
     rng = random.Random(0)
     prompts = [[rng.randrange(1000, 100000) for _ in range(rng.randint(5, 300))]
                for _ in range(12)]
     outs = llm.generate(prompts, SamplingParams(temperature=0, max_tokens=MAX_TOKENS,
-                                                ignore_eos=True, logprobs=5))
+                                                ignore_eos=True))
     failures = []
-    for p, o in zip(prompts, outs):
-        gen = hf.generate(torch.tensor([p], device="cuda"), do_sample=False,
-                          max_new_tokens=MAX_TOKENS, min_new_tokens=MAX_TOKENS,
-                          output_scores=True, return_dict_in_generate=True, pad_token_id=0)
-        ref = gen.sequences[0, len(p):].tolist()
-        ref_top5 = [set(torch.topk(s[0].float(), 5).indices.tolist()) for s in gen.scores]
-        msg = first_disagreement(o.outputs[0].token_ids, o.outputs[0].logprobs, ref, ref_top5,
-                                 names=("ours 4-bit", "transformers dequantized"))
-        if msg:
-            failures.append(msg)
+    for i, (p, o) in enumerate(zip(prompts, outs)):
+        ours = o.outputs[0].token_ids
+        assert len(ours) == MAX_TOKENS
+        gaps = teacher_forced_gaps(hf, p, ours, "cuda")
+        worst = int(gaps.argmax())
+        if gaps[worst] > MAX_GAP_STD:
+            failures.append(f"prompt {i} step {worst}: our token {ours[worst]} is "
+                            f"{gaps[worst]:.2f} std below transformers' best")
     assert not failures, failures
