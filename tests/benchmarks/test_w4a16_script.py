@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+from kubellm.kernels.w4a16_gemm import GEMV_MAX_M
 from tests.figures import is_figure
 from tests.paths import ROOT
 
@@ -26,4 +27,9 @@ def test_w4a16_smoke_writes_figures(tmp_path):
     gemm = result["kernel"]["gemm"]
     assert {(r["k"], r["n"], r["m"]) for r in gemm} == {(64, 128, 1), (64, 128, 4),
                                                         (128, 64, 1), (128, 64, 4)}
-    assert all(is_figure(r["weight_read_tb_s"]) and is_figure(r["of_copy_bandwidth"]) for r in gemm)
+    # every variant that takes the rows is timed: gemv only up to its row limit
+    assert all(set(r["variants"]) == ({"gemv", "dot", "dot-rows"} if r["m"] <= GEMV_MAX_M
+                                      else {"dot", "dot-rows"}) for r in gemm)
+    assert all(is_figure(v["weight_read_tb_s"]) and is_figure(v["of_copy_bandwidth"])
+               for r in gemm for v in r["variants"].values())
+    assert all(r["best"] in r["variants"] and r["default"] in r["variants"] for r in gemm)

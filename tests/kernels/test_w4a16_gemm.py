@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from kubellm.kernels.quant_layout import dequantize, pack_codes, unpack_codes
-from kubellm.kernels.w4a16_gemm import TOLERANCES, w4a16_gemm, w4a16_gemm_ref
+from kubellm.kernels.w4a16_gemm import (GEMV_MAX_M, TOLERANCES, VARIANTS, w4a16_gemm,
+                                        w4a16_gemm_ref)
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 
@@ -22,11 +23,11 @@ def make_weight(k, n, bits=4, group_size=32, act_order=False, device="cpu", seed
                 g_idx=None if g_idx is None else g_idx.to(device)), codes
 
 
-def check(m, weight, dtype, device="cpu"):
+def check(m, weight, dtype, device="cpu", variant=None):
     w = dict(weight, scales=weight["scales"].to(dtype), biases=weight["biases"].to(dtype))
     k = w["qweight"].shape[0] * 32 // w["bits"]
     x = torch.randn(m, k, generator=torch.Generator().manual_seed(m)).to(dtype).to(device)
-    out = w4a16_gemm(x, **w)
+    out = w4a16_gemm(x, **w, variant=variant)
     ref = w4a16_gemm_ref(x, **w)
     atol, rtol = TOLERANCES[dtype]
     if dtype == torch.bfloat16 and device == "cpu":
@@ -59,6 +60,25 @@ def test_dequantize_is_code_times_scale_plus_bias():
 def test_matches_reference(m, dtype):
     weight, _ = make_weight(128, 80, group_size=32)
     check(m, weight, dtype)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_every_variant_matches_reference(variant, dtype):
+    """Each kernel on the rows it takes: one group per tile (gemv's factored sum), groups
+    smaller than a tile, and act-order g_idx."""
+    m = GEMV_MAX_M - 1 if variant == "gemv" else 5
+    for group_size, act_order in ((32, False), (16, False), (32, True)):
+        weight, _ = make_weight(128, 80, group_size=group_size, act_order=act_order)
+        check(m, weight, dtype, variant=variant)
+
+
+def test_gemv_refuses_more_rows_than_it_takes():
+    weight, _ = make_weight(64, 16)
+    with pytest.raises(ValueError, match=f"at most {GEMV_MAX_M} rows"):
+        w4a16_gemm(torch.randn(GEMV_MAX_M + 1, 64), **weight, variant="gemv")
+    with pytest.raises(ValueError, match="variant must be one of"):
+        w4a16_gemm(torch.randn(1, 64), **weight, variant="fast")
 
 
 @pytest.mark.parametrize("group_size", [16, 64, 128])   # groups smaller and larger than a tile
@@ -116,3 +136,11 @@ def test_gpu_act_order_and_eight_bit(cuda):
     check(512, weight, torch.bfloat16, cuda)
     weight, _ = make_weight(4096, 1024, bits=8, group_size=32, device=cuda)
     check(8, weight, torch.bfloat16, cuda)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_gpu_every_variant_at_a_real_shape(cuda, variant):
+    weight, _ = make_weight(4096, 6144, group_size=128, device=cuda)
+    for m in ([1, GEMV_MAX_M] if variant == "gemv" else [1, 16, 64]):
+        check(m, weight, torch.bfloat16, cuda, variant=variant)

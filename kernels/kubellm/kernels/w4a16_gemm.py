@@ -25,6 +25,16 @@ DECODE_MAX_M = 64
 
 
 @triton.jit
+def _codes_to_float(codes):
+    """Small non-negative int32 codes -> fp32 without an int-to-float conversion (a
+    quarter-rate instruction): OR-ing a code into the mantissa of 2**23 gives the float
+    2**23 + code exactly; one subtraction removes 2**23. In the dot kernel it changed
+    nothing measurable on the H200 (benchmarks/results, w4a16 variants), so only the gemv
+    kernel, whose loop is all ALU work, uses it."""
+    return (codes | 0x4B000000).to(tl.float32, bitcast=True) - 8388608.0
+
+
+@triton.jit
 def _w4a16_kernel(
     x_ptr,        # [M, K] activations
     qw_ptr,       # [K // PACK, N] int32 codes
@@ -45,6 +55,7 @@ def _w4a16_kernel(
     ATOMIC: tl.constexpr,
     DOT_FP32: tl.constexpr,       # interpreter only: numpy cannot multiply bf16
     DOT_PRECISION: tl.constexpr,
+    ROW_WORDS: tl.constexpr,      # unpack: each K row loads its own word (no reshape)
 ):
     PACK: tl.constexpr = 32 // BITS
     pid_n = tl.program_id(0)
@@ -65,11 +76,17 @@ def _w4a16_kernel(
         mask_k = offs_k < K
         x = tl.load(x_ptr + offs_m[:, None] * stride_xm + offs_k[None, :],
                     mask=mask_m[:, None] & mask_k[None, :], other=0.0)
-        offs_w = t * (BLOCK_K // PACK) + tl.arange(0, BLOCK_K // PACK)
-        words = tl.load(qw_ptr + offs_w[:, None] * stride_qk + offs_n[None, :],
-                        mask=(offs_w[:, None] < K // PACK) & mask_n[None, :], other=0)
-        codes = (words[:, None, :] >> shifts[None, :, None]) & ((1 << BITS) - 1)
-        codes = tl.reshape(codes, (BLOCK_K, BLOCK_N)).to(tl.float32)
+        if ROW_WORDS:   # the PACK rows of a word load it PACK times (from L1): no reshape
+            words = tl.load(qw_ptr + (offs_k // PACK)[:, None] * stride_qk + offs_n[None, :],
+                            mask=mask_k[:, None] & mask_n[None, :], other=0)
+            codes = ((words >> ((offs_k % PACK) * BITS)[:, None]) & ((1 << BITS) - 1)
+                     ).to(tl.float32)
+        else:
+            offs_w = t * (BLOCK_K // PACK) + tl.arange(0, BLOCK_K // PACK)
+            words = tl.load(qw_ptr + offs_w[:, None] * stride_qk + offs_n[None, :],
+                            mask=(offs_w[:, None] < K // PACK) & mask_n[None, :], other=0)
+            codes = (words[:, None, :] >> shifts[None, :, None]) & ((1 << BITS) - 1)
+            codes = tl.reshape(codes, (BLOCK_K, BLOCK_N)).to(tl.float32)
         if HAS_G_IDX:
             g = tl.load(gidx_ptr + offs_k, mask=mask_k, other=0)
             at = g[:, None] * stride_sg + offs_n[None, :]
@@ -97,6 +114,101 @@ def _w4a16_kernel(
         tl.store(out_at, acc.to(out_ptr.dtype.element_ty), mask=mask)
 
 
+@triton.jit
+def _w4a16_gemv_kernel(
+    x_ptr,        # [M, K] activations, M <= GEMV_MAX_M
+    qw_ptr,       # [K // PACK, N] int32 codes
+    scale_ptr,    # [num_groups, N]
+    bias_ptr,     # [num_groups, N]
+    gidx_ptr,     # [K] int32 group of each row (HAS_G_IDX)
+    out_ptr,      # [M, N]: x's dtype, or fp32 zeros summed into atomically (ATOMIC)
+    M, N, K,
+    M_BUCKET,     # next power of two of M: only the autotuner's key
+    stride_xm, stride_qk, stride_sg, stride_om,
+    BITS: tl.constexpr,
+    GROUP_SIZE: tl.constexpr,
+    HAS_G_IDX: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_KW: tl.constexpr,       # packed words per tile along K (BLOCK_KW * PACK rows)
+    SPLIT_K: tl.constexpr,
+    ATOMIC: tl.constexpr,
+):
+    """A few rows: no tensor-core tile to fill (a dot pads M to 16 and needs the codes in
+    its operand layout), so each word's PACK codes are unpacked in place and multiplied
+    with the matching K rows of x, summed over K in fp32. Where a tile lies in one group,
+    sum_k x_k (c_k s + b) = s sum_k x_k c_k + b sum_k x_k: one scale and bias per tile."""
+    PACK: tl.constexpr = 32 // BITS
+    BLOCK_K: tl.constexpr = BLOCK_KW * PACK
+    CODE_MASK: tl.constexpr = (1 << BITS) - 1
+    pid_n = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_m = tl.arange(0, BLOCK_M)
+    mask_n = offs_n < N
+    mask_m = offs_m < M
+    num_tiles = tl.cdiv(K, BLOCK_K)
+    per_split = tl.cdiv(num_tiles, SPLIT_K)
+    first = pid_k * per_split
+    last = tl.minimum(first + per_split, num_tiles)
+    # [rows, K words, N] partial sums: each thread keeps its own until after the K loop
+    # (a reduction over K per tile moved data between threads every iteration)
+    acc = tl.zeros((BLOCK_M, BLOCK_KW, BLOCK_N), dtype=tl.float32)
+    for t in range(first, last):
+        offs_w = t * BLOCK_KW + tl.arange(0, BLOCK_KW)
+        mask_w = offs_w < K // PACK
+        words = tl.load(qw_ptr + offs_w[:, None] * stride_qk + offs_n[None, :],
+                        mask=mask_w[:, None] & mask_n[None, :], other=0)
+        x_rows = x_ptr + offs_m[:, None] * stride_xm
+        mask_x = mask_m[:, None] & mask_w[None, :]
+        if (GROUP_SIZE % BLOCK_K == 0) and not HAS_G_IDX:
+            at = (t * BLOCK_K // GROUP_SIZE) * stride_sg + offs_n
+            scale = tl.load(scale_ptr + at, mask=mask_n, other=0.0).to(tl.float32)
+            bias = tl.load(bias_ptr + at, mask=mask_n, other=0.0).to(tl.float32)
+            xc = tl.zeros((BLOCK_M, BLOCK_KW, BLOCK_N), dtype=tl.float32)
+            x_sum = tl.zeros((BLOCK_M, BLOCK_KW), dtype=tl.float32)
+            for j in tl.static_range(PACK):
+                xk = tl.load(x_rows + (offs_w * PACK + j)[None, :], mask=mask_x,
+                             other=0.0).to(tl.float32)
+                codes = _codes_to_float((words >> (j * BITS)) & CODE_MASK)
+                xc += xk[:, :, None] * codes[None, :, :]
+                x_sum += xk
+            acc += xc * scale[None, None, :] + x_sum[:, :, None] * bias[None, None, :]
+        else:
+            both = mask_w[:, None] & mask_n[None, :]
+            for j in tl.static_range(PACK):
+                offs_k = offs_w * PACK + j
+                if HAS_G_IDX:
+                    g = tl.load(gidx_ptr + offs_k, mask=mask_w, other=0)
+                else:
+                    g = offs_k // GROUP_SIZE
+                at = g[:, None] * stride_sg + offs_n[None, :]
+                w = _codes_to_float((words >> (j * BITS)) & CODE_MASK) * \
+                    tl.load(scale_ptr + at, mask=both, other=0.0).to(tl.float32) + \
+                    tl.load(bias_ptr + at, mask=both, other=0.0).to(tl.float32)
+                xk = tl.load(x_rows + offs_k[None, :], mask=mask_x, other=0.0).to(tl.float32)
+                acc += xk[:, :, None] * w[None, :, :]
+    out = tl.sum(acc, axis=1)
+    out_at = out_ptr + offs_m[:, None] * stride_om + offs_n[None, :]
+    mask = mask_m[:, None] & mask_n[None, :]
+    if ATOMIC:
+        tl.atomic_add(out_at, out, mask=mask)
+    else:
+        tl.store(out_at, out.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def _gemv_configs():
+    # weight-read bound with 1-4 rows: K split so that several programs per SM stream
+    # words; tiles small enough that the [rows, K words, N] sums stay in registers
+    return [triton.Config({"BLOCK_N": n, "BLOCK_KW": kw, "SPLIT_K": s},
+                          num_warps=w, num_stages=st)
+            for n, kw, s, w, st in ((128, 16, 4, 4, 3), (256, 16, 4, 8, 3),
+                                    (128, 8, 8, 4, 3), (256, 8, 8, 4, 3),
+                                    (64, 16, 8, 2, 3), (128, 16, 8, 4, 4),
+                                    (512, 8, 4, 8, 3), (128, 4, 16, 4, 3),
+                                    (256, 16, 2, 8, 3), (64, 8, 16, 2, 4))]
+
+
 def _configs(decode: bool):
     if decode:   # weight-read bound: wide N tiles, K split to occupy every SM; BLOCK_M is
         # the launcher's (every row of the batch in one tile: the weights are read once)
@@ -115,10 +227,19 @@ def _configs(decode: bool):
                                    (128, 128, 128, 8, 3), (128, 64, 64, 4, 4))]
 
 
-_KEY = ["M_BUCKET", "N", "K", "BITS", "GROUP_SIZE", "HAS_G_IDX"]
+_KEY = ["M_BUCKET", "N", "K", "BITS", "GROUP_SIZE", "HAS_G_IDX", "ROW_WORDS"]
 _decode_tuned = triton.autotune(configs=_configs(True), key=_KEY,
                                 reset_to_zero=["out_ptr"])(_w4a16_kernel)
 _prefill_tuned = triton.autotune(configs=_configs(False), key=_KEY)(_w4a16_kernel)
+_gemv_tuned = triton.autotune(configs=_gemv_configs(), key=_KEY[:-1],
+                              reset_to_zero=["out_ptr"])(_w4a16_gemv_kernel)
+# "gemv": the unpack-in-place kernel (M <= GEMV_MAX_M); "dot": tensor-core tiles, codes
+# unpacked by a reshape; "dot-rows": the same tiles, each K row loading its own word.
+# Measured on the H200 (CUDA-graph replays, Llama-3-8B projections, batch 1-64): "dot"
+# was fastest or within 2% everywhere, so it is the default; the others stay selectable
+# for the benchmark that compares them (benchmarks/gpu/w4a16.py --part kernel).
+VARIANTS = ("gemv", "dot", "dot-rows")
+GEMV_MAX_M = 4
 
 
 def _m_bucket(m: int) -> int:
@@ -151,24 +272,39 @@ def _check(x, qweight, scales, biases, group_size, bits, g_idx):
             raise ValueError(f"g_idx must have K={k} entries, got {g_idx.shape[0]}")
 
 
+def default_variant(m: int) -> str:
+    """The variant w4a16_gemm runs when none is asked for (M decides the dot's tiling)."""
+    return "dot"
+
+
 def w4a16_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
                biases: torch.Tensor, group_size: int, bits: int = 4,
-               g_idx: torch.Tensor | None = None) -> torch.Tensor:
-    """x [M, K] (last dim contiguous) @ W -> new [M, N] in x's dtype."""
+               g_idx: torch.Tensor | None = None, variant: str | None = None) -> torch.Tensor:
+    """x [M, K] (last dim contiguous) @ W -> new [M, N] in x's dtype. ``variant`` (one of
+    VARIANTS) picks the kernel; None picks by M (``default_variant``)."""
     _check(x, qweight, scales, biases, group_size, bits, g_idx)
     m, k = x.shape
     n = qweight.shape[1]
+    variant = variant or default_variant(m)
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+    if variant == "gemv" and m > GEMV_MAX_M:
+        raise ValueError(f"the gemv variant takes at most {GEMV_MAX_M} rows, got {m}")
     decode = m <= DECODE_MAX_M
     if m == 0 or n == 0:
         return torch.zeros((m, n), dtype=x.dtype, device=x.device)
     out = torch.zeros((m, n), dtype=torch.float32, device=x.device) if decode else \
         torch.empty((m, n), dtype=x.dtype, device=x.device)
+    if variant == "gemv":
+        _launch_gemv(x, qweight, scales, biases, group_size, bits, g_idx, out)
+        return out.to(x.dtype)
     interpreted = is_interpreted(_w4a16_kernel)
     kernel = kernel_for(_w4a16_kernel, x.device,
                         tuned=_decode_tuned if decode else _prefill_tuned)
     kwargs = dict(BITS=bits, GROUP_SIZE=group_size, HAS_G_IDX=g_idx is not None,
                   ATOMIC=decode, DOT_FP32=interpreted and x.dtype == torch.bfloat16,
-                  DOT_PRECISION="ieee" if x.dtype == torch.float32 else "tf32")
+                  DOT_PRECISION="ieee" if x.dtype == torch.float32 else "tf32",
+                  ROW_WORDS=variant == "dot-rows")
     if interpreted:   # small fixed tiles keep CPU tests fast; 2 K splits test the sum
         kwargs.update(BLOCK_M=16, BLOCK_N=32, BLOCK_K=32, SPLIT_K=2 if decode else 1)
     elif decode:
@@ -181,6 +317,22 @@ def w4a16_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
                  m, n, k, _m_bucket(m),
                  x.stride(0), qweight.stride(0), scales.stride(0), out.stride(0), **kwargs)
     return out.to(x.dtype) if decode else out
+
+
+def _launch_gemv(x, qweight, scales, biases, group_size, bits, g_idx, out):
+    m, k = x.shape
+    n = qweight.shape[1]
+    kernel = kernel_for(_w4a16_gemv_kernel, x.device, tuned=_gemv_tuned)
+    kwargs = dict(BITS=bits, GROUP_SIZE=group_size, HAS_G_IDX=g_idx is not None,
+                  BLOCK_M=max(1, triton.next_power_of_2(m)), ATOMIC=True)
+    if is_interpreted(_w4a16_gemv_kernel):   # small fixed tiles; 2 K splits test the sum
+        kwargs.update(BLOCK_N=32, BLOCK_KW=4, SPLIT_K=2)
+
+    def grid(meta):
+        return (triton.cdiv(n, meta["BLOCK_N"]), meta["SPLIT_K"])
+    kernel[grid](x, qweight, scales, biases, g_idx if g_idx is not None else qweight, out,
+                 m, n, k, kwargs["BLOCK_M"],
+                 x.stride(0), qweight.stride(0), scales.stride(0), out.stride(0), **kwargs)
 
 
 def w4a16_gemm_ref(x, qweight, scales, biases, group_size, bits=4, g_idx=None):
