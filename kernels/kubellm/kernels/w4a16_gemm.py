@@ -235,9 +235,10 @@ _gemv_tuned = triton.autotune(configs=_gemv_configs(), key=_KEY[:-1],
                               reset_to_zero=["out_ptr"])(_w4a16_gemv_kernel)
 # "gemv": the unpack-in-place kernel (M <= GEMV_MAX_M); "dot": tensor-core tiles, codes
 # unpacked by a reshape; "dot-rows": the same tiles, each K row loading its own word.
-# Measured on the H200 (CUDA-graph replays, Llama-3-8B projections, batch 1-64): "dot"
-# was fastest or within 2% everywhere, so it is the default; the others stay selectable
-# for the benchmark that compares them (benchmarks/gpu/w4a16.py --part kernel).
+# Measured on the H200 (CUDA-graph replays, Llama-3-8B projections, batch 1-64, two
+# runs): no variant beat "dot" by more than the 5-20% the same point moved between runs,
+# and "gemv" lost 2-3x at 4 rows, so "dot" is the default; the others stay selectable for
+# the benchmark that compares them (benchmarks/gpu/w4a16.py --part kernel).
 VARIANTS = ("gemv", "dot", "dot-rows")
 GEMV_MAX_M = 4
 
