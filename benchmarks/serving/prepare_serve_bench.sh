@@ -23,7 +23,8 @@ PY
   -d "$dest/whl" fastapi starlette uvicorn pydantic pydantic-core annotated-types \
   typing-inspection typing-extensions annotated-doc opentelemetry-api anyio click h11 \
   httpx httpcore sniffio certifi idna pyyaml pyzmq msgspec orjson uvloop httptools \
-  prometheus-client
+  prometheus-client aiohttp aiohappyeyeballs aiosignal attrs frozenlist multidict \
+  propcache yarl
 # structured outputs (STAGES=api): xgrammar (and llguidance, which its benchmark compares
 # it with); their wheels are manylinux_2_27 / 2_28 / 2_31
 "$python" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \

@@ -3,11 +3,15 @@ with the asked-for token count, latencies are filled in, the JSON is written and
 benchmarks' plot script draws it."""
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
 
+import pytest
+
 from kubellm.runtime.cli.main import build_parser
+from tests.figures import is_figure
 from tests.paths import ROOT
 
 
@@ -30,3 +34,24 @@ def test_bench_serve_http_and_in_process(server, tiny_model_dir, tmp_path):
                 stats = row[key]
                 assert 0 < stats["p50"] <= stats["p90"] <= stats["p99"]
     assert len(result["http_overhead"]) == 2
+    assert result["http_client"] == "aiohttp"
+    assert all(is_figure(row["client_cpu_fraction"]) for row in result["http"])
+
+
+@pytest.mark.parametrize("client", ["httpx", "aiohttp"])
+def test_each_http_client_times_every_stream(server, tmp_path, client):
+    """Both clients read the same streams: every request ends with its tokens, and a
+    server-side error event or status would show up as a failed request, not a crash."""
+    args = build_parser().parse_args([
+        "bench", "serve", "--url", server.url, "--request-rates", "inf", "--num-prompts", "6",
+        "--input-len", "16", "--output-len", "5", "--http-client", client,
+        "--out", str(tmp_path)])
+    assert args.func(args) == 0
+    row = json.loads((tmp_path / "serve_bench.json").read_text())["http"][0]
+    assert row["num_failed"] == 0 and row["output_tokens"] == 6 * 5
+    assert row["tpot_ms"]["p50"] > 0 and row["ttft_ms"]["p50"] > 0
+    # a refused request is a counted failure that keeps the server's status
+    from kubellm.runtime.cli.bench.serve import run_http_rate
+    refused = asyncio.run(run_http_rate(server.url, [[100, 101]] * 2, float("inf"), args,
+                                        "no-such-model"))
+    assert all(s.error and s.error.startswith("HTTP 404") for s in refused), refused
