@@ -1,15 +1,21 @@
 """Mixture-of-experts engines on a CUDA GPU in bf16 (run on the H200 by run_all.sh):
-greedy tokens against transformers by the top-5 rule on random checkpoints of real
-shapes with fewer layers (Qwen3-30B-A3B: 128 experts, top-8; Mixtral-8x7B: 8 experts,
+greedy tokens against transformers on random checkpoints of real shapes with fewer layers (Qwen3-30B-A3B: 128 experts, top-8; Mixtral-8x7B: 8 experts,
 top-2), with CUDA graphs and without.
 
-The rule is teacher-forced (agreement.teacher_forced_gaps): at every position our greedy
-token's logit lies within ``MAX_GAP_STD`` std of transformers' best when transformers reads
-our tokens. The free-running top-5 rule broke once on Mixtral in bf16 on the H200 (prompt
-3, step 3, both with and without graphs): with near-equal router scores, the summation
-order of equal weights flips which 2 of 8 experts a token takes, a discrete jump that
-bf16 noise triggers; the bound leaves room for such a flip and is still 4x below where a
-wrong model's tokens sit (~4-5 std)."""
+The rule is teacher-forced (agreement.teacher_forced_gaps): transformers reads our greedy
+tokens, and each token's logit must lie within ``MAX_GAP_STD`` std of transformers' best,
+with the median prompt's largest gap within ``MEDIAN_GAP_STD``.
+
+Why not tighter: bf16 alone moves MoE tokens more than dense ones. A router's 2nd and 3rd
+expert logits are often 1/32 apart, one bf16 step, so summation order flips which experts
+a token takes.
+- Mixtral on the H200 (Triton kernels): 11 prompts within 0.47 std, one at 1.33; the
+  free-running top-5 rule broke there.
+- The same prompts on the CPU, in bf16 without any Triton kernel
+  (benchmarks/cpu/moe_bf16_gaps.py): up to 1.85 std, median 0.13, router margin 1/32.
+
+A wrong model's tokens sit where random tokens do, ~4 std below the best at every
+position, so both bounds still catch it."""
 from __future__ import annotations
 
 import pytest
@@ -22,7 +28,8 @@ pytestmark = pytest.mark.gpu
 if not torch.cuda.is_available():
     pytest.skip(reason="needs a CUDA GPU", allow_module_level=True)
 
-MAX_GAP_STD = 1.0
+MAX_GAP_STD = 2.5
+MEDIAN_GAP_STD = 0.5
 MIXTRAL_8X7B = dict(
     architectures=["MixtralForCausalLM"], model_type="mixtral", vocab_size=32000,
     hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
@@ -56,5 +63,6 @@ def test_bf16_greedy_tokens_agree_with_transformers(checkpoints, shape, enforce_
     assert result["backend"] == "triton" and result["cuda_graphs"] == (not enforce_eager)
     print(f"{shape} eager={enforce_eager}: largest gap per prompt (std) {result['gaps_std']}, "
           f"top-5 rule {result['failures'] or 'held'}")
-    worst = max(result["gaps_std"])
-    assert worst <= MAX_GAP_STD, (result["gaps_std"], result["failures"])
+    gaps = sorted(result["gaps_std"])
+    assert gaps[-1] <= MAX_GAP_STD, (result["gaps_std"], result["failures"])
+    assert gaps[len(gaps) // 2] <= MEDIAN_GAP_STD, (result["gaps_std"], result["failures"])
