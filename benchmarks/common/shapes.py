@@ -46,3 +46,11 @@ QWEN3_30B_A3B = dict(
     sliding_window=None, bos_token_id=151643, eos_token_id=151645, torch_dtype="bfloat16")
 
 SHAPES = {"llama3-8b": LLAMA3_8B, "qwen3-8b": QWEN3_8B, "qwen2.5-0.5b": QWEN25_05B}
+
+# Mixtral-8x7B: 8 experts, top-2 (the GPU MoE test and the CPU bf16 noise measurement)
+MIXTRAL_8X7B = dict(
+    architectures=["MixtralForCausalLM"], model_type="mixtral", vocab_size=32000,
+    hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
+    num_key_value_heads=8, num_local_experts=8, num_experts_per_tok=2,
+    max_position_embeddings=32768, rms_norm_eps=1e-5, rope_theta=1000000.0,
+    sliding_window=None, tie_word_embeddings=False, torch_dtype="bfloat16")

@@ -8,6 +8,7 @@ This is the noise floor tests/gpu/test_moe_cuda.py's bounds come from. About 80 
 12 GiB of memory on the 2-core machine:
 
     python -m benchmarks.cpu.moe_bf16_gaps [--out DIR]
+    python -m benchmarks.cpu.moe_bf16_gaps --smoke --out DIR   # a tiny shape (CI)
 """
 from __future__ import annotations
 
@@ -21,25 +22,25 @@ import torch
 
 from benchmarks.common.agreement import teacher_forced_gaps
 from benchmarks.common.moe_agreement import random_checkpoint
+from benchmarks.common.shapes import MIXTRAL_8X7B
 
-MIXTRAL_8X7B = dict(
-    architectures=["MixtralForCausalLM"], model_type="mixtral", vocab_size=32000,
-    hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
-    num_key_value_heads=8, num_local_experts=8, num_experts_per_tok=2,
-    max_position_embeddings=32768, rms_norm_eps=1e-5, rope_theta=1000000.0,
-    sliding_window=None, tie_word_embeddings=False, torch_dtype="bfloat16")
+SMOKE = {**MIXTRAL_8X7B, "vocab_size": 2048, "hidden_size": 64, "intermediate_size": 128,
+         "num_attention_heads": 4, "num_key_value_heads": 2}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None)
+    ap.add_argument("--smoke", action="store_true", help="a tiny Mixtral shape")
     args = ap.parse_args()
+    shape = SMOKE if args.smoke else MIXTRAL_8X7B
+    vocab = shape["vocab_size"]
     from kubellm.runtime import LLM, SamplingParams
     rng = random.Random(0)   # the GPU test's prompts
-    prompts = [[rng.randrange(1000, 32000 - 16) for _ in range(rng.randint(5, 300))]
+    prompts = [[rng.randrange(1000, vocab - 16) for _ in range(rng.randint(5, 300))]
                for _ in range(12)]
     with tempfile.TemporaryDirectory() as tmp:   # 5.9 GB of checkpoint
-        path, hf = random_checkpoint(MIXTRAL_8X7B, Path(tmp), 2, "cpu", torch.bfloat16)
+        path, hf = random_checkpoint(shape, Path(tmp), 2, "cpu", torch.bfloat16)
         with LLM(path, skip_tokenizer_init=True, device="cpu", dtype="bfloat16",
                  max_model_len=2048, max_num_seqs=16, num_kv_blocks=512) as llm:
             outs = llm.generate(prompts, SamplingParams(temperature=0, max_tokens=16,

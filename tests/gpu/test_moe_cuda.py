@@ -22,7 +22,7 @@ import pytest
 import torch
 
 from benchmarks.common.moe_agreement import check_agreement, random_checkpoint
-from benchmarks.common.shapes import QWEN3_30B_A3B
+from benchmarks.common.shapes import MIXTRAL_8X7B, QWEN3_30B_A3B
 
 pytestmark = pytest.mark.gpu
 if not torch.cuda.is_available():
@@ -30,12 +30,6 @@ if not torch.cuda.is_available():
 
 MAX_GAP_STD = 2.5
 MEDIAN_GAP_STD = 0.5
-MIXTRAL_8X7B = dict(
-    architectures=["MixtralForCausalLM"], model_type="mixtral", vocab_size=32000,
-    hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
-    num_key_value_heads=8, num_local_experts=8, num_experts_per_tok=2,
-    max_position_embeddings=32768, rms_norm_eps=1e-5, rope_theta=1000000.0,
-    sliding_window=None, tie_word_embeddings=False, torch_dtype="bfloat16")
 
 
 @pytest.fixture(scope="module")
