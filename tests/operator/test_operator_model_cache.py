@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import re
 
 from kubellm.operator.builders import model_cache as mc
 
@@ -122,48 +121,71 @@ async def test_two_replicas_share_one_download_and_start_once_it_is_filled(clust
                      == [new[0]["metadata"]["name"]], what="old Job pruned", log=operator.log)
 
 
-async def test_a_failed_loader_is_degraded_and_retried_with_backoff(cluster, tmp_path):
+async def test_a_failed_loader_is_degraded_until_its_retry_is_due(cluster, operator):
+    # The default base (60 s) leaves the operator a minute to see the failure first.
+    await request(cluster, "POST", llmd_path(), manifest("chat", {"model": MODEL}))
+    [first] = await wait_until(lambda: _jobs(cluster), what="Job 1", log=operator.log)
+    failed_at = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+    await _finish(cluster, first, succeeded=False, at=failed_at,
+                  message="Qwen/Qwen2.5-0.5B-Instruct is gated: accept its license")
+    degraded = await wait_until(
+        lambda: (c := condition(cluster, "chat", "Degraded")).get("status") == "True"
+        and c, what="Degraded", log=operator.log)
+    assert degraded["reason"] == "ModelCacheFailed"
+    assert "(attempt 1) failed: BackoffLimitExceeded" in degraded["message"]
+    assert "is gated: accept its license" in degraded["message"]
+    assert f"attempt 2 is due at {_stamp(failed_at + datetime.timedelta(seconds=60))}" \
+        in degraded["message"]
+    assert llmd_status(cluster, "chat")["phase"] == "Degraded"
+    [event] = await wait_until(lambda: _events(cluster, "ModelCacheFailed"),
+                               what="a Warning Event", log=operator.log)
+    assert event["type"] == "Warning" and event["message"] == degraded["message"]
+    assert [j["metadata"]["name"] for j in _jobs(cluster)] == [first["metadata"]["name"]]
+
+
+def _failure_events(cluster, attempt: int) -> list[dict]:
+    return [e for e in _events(cluster, "ModelCacheFailed")
+            if f"(attempt {attempt}) failed" in e["message"]]
+
+
+async def test_failed_attempts_are_retried_with_backoff_and_each_is_reported(cluster,
+                                                                             tmp_path):
+    # With a 1 s base the operator may first see a failure when its retry is already due:
+    # it must still report it (a Warning Event per failed attempt), whichever pass sees it.
     operator = OperatorProcess(cluster.kubeconfig, tmp_path / "op.log",
                                ["--cache-retry-seconds", "1"])
     await operator.start()
     try:
         await request(cluster, "POST", llmd_path(), manifest("chat", {"model": MODEL}))
-        [first] = await wait_until(lambda: _jobs(cluster), what="Job 1", log=operator.log)
-        failed_at = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
-        await _finish(cluster, first, succeeded=False, at=failed_at,
-                      message="Qwen/Qwen2.5-0.5B-Instruct is gated: accept its license")
-        degraded = await wait_until(
-            lambda: (c := condition(cluster, "chat", "Degraded")).get("status") == "True"
-            and c, what="Degraded", log=operator.log)
-        assert degraded["reason"] == "ModelCacheFailed"
-        assert "BackoffLimitExceeded" in degraded["message"]
-        assert "is gated: accept its license" in degraded["message"]
-        assert llmd_status(cluster, "chat")["phase"] == "Degraded"
-        await wait_until(lambda: _events(cluster, "ModelCacheFailed"),
-                         what="a Warning Event", log=operator.log)
-
-        # Attempt 2 after 1 s (the base), then attempt 3 only 2 s after attempt 2 failed.
-        second = await wait_until(lambda: [j for j in _jobs(cluster)
-                                           if j["metadata"]["labels"][mc.ATTEMPT_LABEL] == "2"],
-                                  what="attempt 2", log=operator.log)
-        failed_at = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
-        await _finish(cluster, second[0], succeeded=False, at=failed_at, message="again")
-        message = await wait_until(
-            lambda: "(attempt 2) failed" in (m := condition(cluster, "chat", "Degraded")
-                                              .get("message", "")) and m,
-            what="attempt 2 failed", log=operator.log)
-        retry_at = re.search(r"starts at (\S+Z)", message)[1]
-        assert retry_at == _stamp(failed_at + datetime.timedelta(seconds=2))
-        third = await wait_until(lambda: [j for j in _jobs(cluster)
-                                          if j["metadata"]["labels"][mc.ATTEMPT_LABEL] == "3"],
-                                 what="attempt 3", log=operator.log)
+        previous = None
+        for attempt in (1, 2):
+            [job] = await wait_until(
+                lambda: [j for j in _jobs(cluster)
+                         if j["metadata"]["labels"][mc.ATTEMPT_LABEL] == str(attempt)],
+                what=f"attempt {attempt}", log=operator.log)
+            if previous is not None:  # older attempts are pruned
+                await wait_until(lambda: live(cluster, JOBS, NS, previous) is None,
+                                 what=f"attempt {attempt - 1} pruned", log=operator.log)
+            failed_at = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+            await _finish(cluster, job, succeeded=False, at=failed_at, message=f"no {attempt}")
+            [event] = await wait_until(lambda: _failure_events(cluster, attempt),
+                                       what=f"attempt {attempt}'s Warning", log=operator.log)
+            # Backoff: 1 s after attempt 1 failed, 2 s after attempt 2.
+            due = _stamp(failed_at + datetime.timedelta(seconds=attempt))
+            assert f"attempt {attempt + 1} is due at {due}" in event["message"]
+            assert f": no {attempt};" in event["message"]
+            previous = job["metadata"]["name"]
+        [third] = await wait_until(
+            lambda: [j for j in _jobs(cluster) if j["metadata"]["labels"][mc.ATTEMPT_LABEL]
+                     == "3"], what="attempt 3", log=operator.log)
         await wait_until(lambda: len(_jobs(cluster)) == 1, what="older attempts pruned",
                          log=operator.log)
-        await _finish(cluster, third[0], succeeded=True, message="ok")
+        await _finish(cluster, third, succeeded=True, message="ok")
         await wait_until(lambda: live(cluster, DEPLOYMENTS, NS, "chat"),
                          what="the Deployment", log=operator.log)
         await wait_until(lambda: condition(cluster, "chat", "Degraded").get("status")
                          == "False", what="Degraded False", log=operator.log)
+        assert len(_events(cluster, "ModelCacheFailed")) == 2  # one per failed attempt
     finally:
         await operator.stop()
 

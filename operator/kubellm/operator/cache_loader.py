@@ -208,10 +208,14 @@ async def ensure_cache(client: KubeClient, cr: dict[str, Any], spec: dict[str, A
         if existing is None:
             await client.create(resource_path("batch/v1", "Job", cr["metadata"]["namespace"]),
                                 job)
-        state = CacheState(False, "Pending", f"loader Job {job['metadata']['name']} created "
-                           f"(attempt {create_attempt}) to download {plan.described} into "
-                           f"claim {plan.claim_name}")
-        state.events.append(("Normal", "ModelCacheFilling", state.message))
+        filling = (f"loader Job {job['metadata']['name']} created (attempt {create_attempt}) "
+                   f"to download {plan.described} into claim {plan.claim_name}")
+        if not state.degraded:
+            state = CacheState(False, "Pending", filling)
+        # else: the failed attempt stays this pass's verdict, with the message an earlier
+        # pass may have posted (no second Warning), so that a failure first seen when its
+        # retry is already due is still reported.
+        state.events.append(("Normal", "ModelCacheFilling", filling))
     return state
 
 
@@ -231,13 +235,12 @@ def _judge(job: dict[str, Any] | None, plan: mc.CachePlan, retry: RetryPolicy,
                  or _parse_time(job["metadata"].get("creationTimestamp")) or now)
         delay = mc.retry_delay_seconds(attempt, retry.base_seconds, retry.ceiling_seconds)
         retry_at = since + datetime.timedelta(seconds=delay)
-        if now >= retry_at:
-            return CacheState(False, "Pending", ""), attempt + 1
         why = failed.get("reason") or "Failed"
         return CacheState(False, "LoaderFailed",
                           f"loader Job {name} (attempt {attempt}) failed: {why}{{detail}}; "
-                          f"the next attempt starts at {_stamp(retry_at)} "
-                          f"(kubectl logs job/{name})", degraded=True), 0
+                          f"attempt {attempt + 1} is due at {_stamp(retry_at)} "
+                          f"(kubectl logs job/{name})", degraded=True), \
+            attempt + 1 if now >= retry_at else 0
     if status.get("active", 0) >= 1:
         return CacheState(False, "Downloading", f"loader Job {name} (attempt {attempt}) is "
                                                 f"downloading {plan.described} into claim "
