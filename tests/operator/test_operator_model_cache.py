@@ -160,15 +160,15 @@ async def test_failed_attempts_are_retried_with_backoff_and_each_is_reported(clu
         previous = None
         for attempt in (1, 2):
             [job] = await wait_until(
-                lambda: [j for j in _jobs(cluster)
-                         if j["metadata"]["labels"][mc.ATTEMPT_LABEL] == str(attempt)],
+                lambda a=attempt: [j for j in _jobs(cluster)
+                                   if j["metadata"]["labels"][mc.ATTEMPT_LABEL] == str(a)],
                 what=f"attempt {attempt}", log=operator.log)
             if previous is not None:  # older attempts are pruned
-                await wait_until(lambda: live(cluster, JOBS, NS, previous) is None,
+                await wait_until(lambda p=previous: live(cluster, JOBS, NS, p) is None,
                                  what=f"attempt {attempt - 1} pruned", log=operator.log)
             failed_at = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
             await _finish(cluster, job, succeeded=False, at=failed_at, message=f"no {attempt}")
-            [event] = await wait_until(lambda: _failure_events(cluster, attempt),
+            [event] = await wait_until(lambda a=attempt: _failure_events(cluster, a),
                                        what=f"attempt {attempt}'s Warning", log=operator.log)
             # Backoff: 1 s after attempt 1 failed, 2 s after attempt 2.
             due = _stamp(failed_at + datetime.timedelta(seconds=attempt))
