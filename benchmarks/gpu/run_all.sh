@@ -95,7 +95,7 @@ run_stage() {
                | tee "$OUT/varlen.log" | grep -v Warning | tail -8 ;;
     coldstart) python3 -m benchmarks.gpu.cold_start --out "$OUT" --workdir /tmp/coldstart-model \
                2>&1 | tee "$OUT/cold_start.log" | grep -v Warning | tail -20 ;;
-    w4a16)   python3 -m pytest -m gpu tests/kernels/test_w4a16_gemm.py tests/gpu/test_quantized_cuda.py -q -p no:cacheprovider \
+    w4a16)   python3 -m pytest -m gpu tests/kernels/test_w4a16_gemm.py tests/kernels/test_tinygemm.py tests/gpu/test_quantized_cuda.py -q -p no:cacheprovider \
                2>&1 | tee "$OUT/w4a16_tests.log" | tail -5
              python3 -m benchmarks.gpu.w4a16 --out "$OUT" 2>&1 | tee "$OUT/w4a16.log" \
                | grep -v Warning | tail -30 ;;

@@ -6,9 +6,11 @@ biases layout every checkpoint format is repacked into).
 - decode tok/s at batch 1, 8, 32, 64, 256, context 512, for both engines;
 - workload W (workload_w.py) for both;
 - weight GiB and KV-cache blocks of both;
+- the 4-bit engine again with the w4a16_tinygemm switch (decode's linears through
+  PyTorch's int4 GEMM on a repacked copy; --no-tinygemm skips it);
 - the W4A16 GEMM alone at batch 1..64 on each projection shape: bytes of weights read per
-  second against the copy bandwidth measured in the run, and bf16 cuBLAS (F.linear) on
-  the same shapes.
+  second against the copy bandwidth measured in the run, bf16 cuBLAS (F.linear) and
+  PyTorch's int4 GEMM (tinygemm, kernels/tinygemm.py) on the same shapes.
 
 Each engine runs in its own process (an engine's CUDA graphs keep their memory until the
 process exits, which would shrink the second engine's KV pool).
@@ -31,8 +33,10 @@ BATCHES, CONTEXT, GROUP_SIZE = (1, 8, 32, 64, 256), 512, 128
 SMOKE_BATCHES, SMOKE_CONTEXT, SMOKE_GROUP = (1, 4), 16, 32
 # Llama-3-8B projections (K in, N out): qkv, o, gate+up, down
 GEMM_SHAPES = [(4096, 6144), (4096, 4096), (4096, 28672), (14336, 4096)]
-SMOKE_GEMM_SHAPES = [(64, 128), (128, 64)]
+SMOKE_GEMM_SHAPES = [(64, 128), (128, 64)]   # the second one tinygemm takes too
 KERNEL_BATCHES = (1, 4, 16, 64)
+# the 4-bit engine with the w4a16_tinygemm switch too (decode through PyTorch's int4 GEMM)
+ENGINES = ("bf16", "4bit", "4bit-tinygemm")
 COLD_BYTES = 256 * 2**20     # weight copies per timed shape: more than the L2 holds
 
 
@@ -49,7 +53,9 @@ def engine_part(args) -> dict:
     model_dir = write_config(W.SHAPE, Path(tempfile.mkdtemp()) / "model")
     quant = {"quantization": "4bit",
              "quantization_group_size": SMOKE_GROUP if args.smoke else GROUP_SIZE} \
-        if args.engine == "4bit" else {}
+        if args.engine.startswith("4bit") else {}
+    if args.engine == "4bit-tinygemm":   # decode's linears through PyTorch's int4 GEMM
+        quant["kernel_switches"] = "w4a16_tinygemm"
     t0 = time.perf_counter()
     llm = LLM(model_dir, load_format="dummy", skip_tokenizer_init=True, max_model_len=10240,
               max_num_seqs=256 if not args.smoke else 8, max_num_batched_tokens=8192,
@@ -89,6 +95,7 @@ def kernel_part(args) -> dict:
     import torch
 
     from benchmarks.gpu import workload_w as W
+    from kubellm.kernels import tinygemm
     from kubellm.kernels.quant_layout import pack_codes
     from kubellm.kernels.w4a16_gemm import GEMV_MAX_M, VARIANTS, default_variant, w4a16_gemm
     device = "cpu" if args.smoke else "cuda"
@@ -106,6 +113,11 @@ def kernel_part(args) -> dict:
         copies = 1 if args.smoke else max(2, -(-COLD_BYTES // quant_bytes))
         quant = [(qweight.to(device), scales.to(device, dtype), (-8 * scales).to(device, dtype))
                  for _ in range(copies)]
+        # the peer: PyTorch's int4 GEMM (tinygemm) on the same codes, repacked; bf16 only
+        # (so in bf16 on the CPU smoke run too)
+        bf16 = torch.bfloat16
+        peer = None if tinygemm.unsupported_reason(k, n, group, 4, False, bf16) else \
+            [tinygemm.repack(q[0], q[1].to(bf16), q[2].to(bf16), group) for q in quant]
         dense_copies = 1 if args.smoke else max(2, -(-COLD_BYTES // (2 * k * n)))
         dense = [torch.randn(n, k, generator=gen).to(device, dtype) * 0.02
                  for _ in range(dense_copies)]
@@ -126,6 +138,17 @@ def kernel_part(args) -> dict:
                     "us": significant(us), "speedup_vs_bf16": significant(us_dense / us, 3),
                     "weight_read_tb_s": significant(read_tb_s),
                     "of_copy_bandwidth": significant(read_tb_s / copy_tb_s)}
+            if peer is not None:
+                # same product as ours (checked here, so a wrong repack cannot time well)
+                xb = x.to(bf16)
+                error = (tinygemm.int4pack_mm(xb, *peer[0], group).float() -
+                         w4a16_gemm(x, *quant[0], group, 4).float()).abs().max().item()
+                us = call_us([lambda p=p: tinygemm.int4pack_mm(xb, *p, group) for p in peer],
+                             device)
+                row["tinygemm"] = {"us": significant(us), "speedup_vs_bf16":
+                                   significant(us_dense / us, 3), "max_abs_diff": error,
+                                   "of_copy_bandwidth": significant(
+                                       quant_bytes / (us * 1e-6) / 1e12 / copy_tb_s)}
             row["best"] = min(row["variants"], key=lambda v: row["variants"][v]["us"])
             rows.append(row)
             print("gemm", json.dumps(row), flush=True)
@@ -179,13 +202,18 @@ def run_part(part: str, out: Path, smoke: bool, engine: str = "") -> dict:
     return json.loads(path.read_text())
 
 
-def summary(bf16: dict, q4: dict, kernel: dict) -> dict:
+def summary(bf16: dict, q4: dict, kernel: dict, tiny: dict | None = None) -> dict:
     rate = lambda e: {r["batch"]: r["decode_tok_s"] for r in e["decode"]}  # noqa: E731
     ours, base = rate(q4), rate(bf16)
     batch1 = [r for r in kernel["gemm"] if r["m"] == 1]
+    w_ratio = lambda e: significant(e["workload_w"]["output_tok_s"] /  # noqa: E731
+                                    bf16["workload_w"]["output_tok_s"], 3)
+    peer = {} if tiny is None else {
+        "tinygemm_decode_speedup_vs_bf16": {b: significant(rate(tiny)[b] / base[b], 3)
+                                            for b in base},
+        "tinygemm_workload_w_ratio_vs_bf16": w_ratio(tiny)}
     return {"decode_speedup_vs_bf16": {b: significant(ours[b] / base[b], 3) for b in base},
-            "workload_w_ratio_vs_bf16": significant(q4["workload_w"]["output_tok_s"] /
-                                                    bf16["workload_w"]["output_tok_s"], 3),
+            "workload_w_ratio_vs_bf16": w_ratio(q4), **peer,
             "weight_gib": {"bf16": bf16["weight_gib"], "4bit": q4["weight_gib"]},
             "kv_blocks": {"bf16": bf16["num_kv_blocks"], "4bit": q4["num_kv_blocks"]},
             # the kernel the engine runs at batch 1 (the default variant)
@@ -199,7 +227,9 @@ def main() -> int:
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--part", choices=["engine", "kernel"])
-    ap.add_argument("--engine", choices=["bf16", "4bit"], default="bf16")
+    ap.add_argument("--engine", choices=ENGINES, default="bf16")
+    ap.add_argument("--no-tinygemm", action="store_true",
+                    help="skip the 4-bit engine with the w4a16_tinygemm switch")
     args = ap.parse_args()
     if args.smoke:   # CPU tensors run the Triton kernel in its interpreter
         os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -215,8 +245,9 @@ def main() -> int:
     kernel = run_part("kernel", out, args.smoke)
     bf16 = run_part("engine", out, args.smoke, "bf16")
     q4 = run_part("engine", out, args.smoke, "4bit")
-    result = {"summary": summary(bf16, q4, kernel), "bf16": bf16, "4bit": q4,
-              "kernel": kernel}
+    tiny = None if args.no_tinygemm else run_part("engine", out, args.smoke, "4bit-tinygemm")
+    result = {"summary": summary(bf16, q4, kernel, tiny), "bf16": bf16, "4bit": q4,
+              "kernel": kernel, **({"4bit-tinygemm": tiny} if tiny else {})}
     (out / "w4a16.json").write_text(json.dumps(result, indent=1))
     print(json.dumps(result["summary"], indent=1))
     return 0

@@ -33,3 +33,11 @@ def test_w4a16_smoke_writes_figures(tmp_path):
     assert all(is_figure(v["weight_read_tb_s"]) and is_figure(v["of_copy_bandwidth"])
                for r in gemm for v in r["variants"].values())
     assert all(r["best"] in r["variants"] and r["default"] in r["variants"] for r in gemm)
+    # the peer (PyTorch's int4 GEMM) on the shape it takes, with the same product as ours
+    peer = [r for r in gemm if "tinygemm" in r]
+    assert {(r["k"], r["n"]) for r in peer} == {(128, 64)}
+    assert all(is_figure(r["tinygemm"]["us"]) and r["tinygemm"]["max_abs_diff"] < 0.05
+               for r in peer)
+    # the 4-bit engine with the w4a16_tinygemm switch ran too (on the CPU it changes nothing)
+    assert result["4bit-tinygemm"]["kernel_switches"] == "w4a16_tinygemm"
+    assert all(is_figure(v) for v in summary["tinygemm_decode_speedup_vs_bf16"].values())

@@ -65,16 +65,22 @@ def _dequantized_state(ours) -> dict[str, torch.Tensor]:
     return state
 
 
-@pytest.mark.parametrize("enforce_eager, quantize_lm_head",
-                         [(False, False), (True, False), (False, True)],
-                         ids=["graphs", "eager", "graphs-4bit-head"])
+@pytest.mark.parametrize("enforce_eager, quantize_lm_head, switches",
+                         [(False, False, ""), (True, False, ""), (False, True, ""),
+                          (False, False, "w4a16_tinygemm")],
+                         ids=["graphs", "eager", "graphs-4bit-head", "graphs-tinygemm"])
 def test_4bit_greedy_tokens_are_transformers_best_on_the_same_weights(
-        enforce_eager, quantize_lm_head, tmp_path, make_llm):
+        enforce_eager, quantize_lm_head, switches, tmp_path, make_llm):
     from kubellm.runtime import SamplingParams
     path, hf = _checkpoint(tmp_path)
     llm = make_llm(path, skip_tokenizer_init=True, max_model_len=2048, max_num_seqs=16,
                    enforce_eager=enforce_eager, gpu_memory_utilization=0.5,
-                   quantization="4bit", quantize_lm_head=quantize_lm_head)
+                   quantization="4bit", quantize_lm_head=quantize_lm_head,
+                   kernel_switches=switches)
+    if switches:   # every 4-bit linear of the model took tinygemm's copy
+        linears = [m for m in llm.engine.executor.model.modules()
+                   if getattr(m, "quant_method", None) is not None]
+        assert linears and all(getattr(m, "tinygemm", None) is not None for m in linears)
     loaded = hf.load_state_dict(_dequantized_state(llm.engine.executor.model), strict=False)
     assert not loaded.unexpected_keys, loaded.unexpected_keys
     assert not [k for k in loaded.missing_keys if "proj" in k], loaded.missing_keys

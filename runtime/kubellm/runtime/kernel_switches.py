@@ -26,6 +26,10 @@ HELP = {
                          "the pages, decodes of the step apart",
     "prefill_attention_tma": "the prefill kernel loads Q and the step's K/V through tensor "
                              "descriptors (TMA on Hopper)",
+    "w4a16_tinygemm": "4-bit linears with at most 64 rows (decode) run PyTorch's int4 GEMM "
+                      "(tinygemm) on a copy of their weights repacked at load, where the "
+                      "layer fits it (bf16, 4-bit, no act-order); the Triton kernel keeps "
+                      "the larger calls",
 }
 
 
@@ -34,6 +38,7 @@ class KernelSwitches:
     rope_kv_write: bool = False
     prefill_attention: bool = False
     prefill_attention_tma: bool = False
+    w4a16_tinygemm: bool = False
 
     @classmethod
     def parse(cls, text: str | None) -> "KernelSwitches":

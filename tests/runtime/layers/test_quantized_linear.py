@@ -125,3 +125,29 @@ def test_group_size_must_divide_the_input_features():
     with pytest.raises(QuantizationLayoutError, match="in_features=64 is not a multiple of "
                                                       "the quantization group size 48"):
         quantized(ColumnParallelLinear(HIDDEN, 8), group_size=48)
+
+
+def test_tinygemm_copy_serves_decode_rows_and_larger_calls_keep_the_layout(as_rank):
+    """The w4a16_tinygemm switch's layer part, through torch's CPU variant of the kernel:
+    calls of at most TINYGEMM_MAX_ROWS rows read the repacked copy, larger ones our layout;
+    both give the dequantized product. A layer tinygemm cannot take says why."""
+    from kubellm.runtime.layers.quantization.linear_method import TINYGEMM_MAX_ROWS
+    as_rank(1, 0)
+    torch.manual_seed(0)
+    layer = quantized(ColumnParallelLinear(256, 64).to(torch.bfloat16), group_size=64)
+    layer.quant_method.load(layer, torch.randn(64, 256) * 0.02)
+    assert layer.quant_method.add_tinygemm(layer) is None
+    expected = lambda x: (x.float() @ local_weight(layer).t().float())  # noqa: E731
+    for rows in (1, TINYGEMM_MAX_ROWS, TINYGEMM_MAX_ROWS + 1):
+        x = torch.randn(rows, 256, dtype=torch.bfloat16)
+        got = layer.quant_method.apply(layer, x).float()
+        torch.testing.assert_close(got, expected(x), atol=2e-2, rtol=2e-2)
+    layer.tinygemm = (layer.tinygemm[0].zero_(), layer.tinygemm[1])   # only the copy
+    x = torch.randn(TINYGEMM_MAX_ROWS + 1, 256, dtype=torch.bfloat16)
+    torch.testing.assert_close(layer.quant_method.apply(layer, x).float(), expected(x),
+                               atol=2e-2, rtol=2e-2)
+    assert not torch.allclose(layer.quant_method.apply(layer, x[:1]).float(),
+                              expected(x[:1]), atol=2e-2, rtol=2e-2)
+    fp32 = quantized(ColumnParallelLinear(256, 64), group_size=64)
+    assert "bf16 activations" in fp32.quant_method.add_tinygemm(fp32)
+    assert getattr(fp32, "tinygemm", None) is None

@@ -25,6 +25,22 @@ from kubellm.runtime.worker.prompt_logprobs import compute_prompt_logprobs
 log = logging.getLogger(__name__)
 
 
+def _use_tinygemm(model: torch.nn.Module) -> None:
+    """The w4a16_tinygemm switch: each 4-bit linear that tinygemm takes gets its copy."""
+    taken, kept = 0, {}
+    for name, module in model.named_modules():
+        method = getattr(module, "quant_method", None)
+        if method is None or not hasattr(method, "add_tinygemm"):
+            continue
+        why = method.add_tinygemm(module)
+        if why is None:
+            taken += 1
+        else:
+            kept[why] = kept.get(why, 0) + 1
+    log.info("w4a16_tinygemm: %d linears use tinygemm for decode%s", taken,
+             "".join(f"; {n} kept the Triton kernel: {why}" for why, n in kept.items()))
+
+
 class ModelRunner:
     def __init__(self, model: torch.nn.Module, sampler, device: torch.device,
                  dtype: torch.dtype, block_size: int, attention_backend: str = "torch",
@@ -42,6 +58,8 @@ class ModelRunner:
         for layer in self.attn_layers:
             layer.backend = self.backend
             layer.switches = self.switches
+        if self.switches.w4a16_tinygemm and device.type == "cuda":
+            _use_tinygemm(model)
         self.vocab_size = model.args.vocab_size
         self.graphs = None            # DecodeGraphs once captured (CUDA, triton backend)
         self.host_time_s = 0.0        # input preparation, summed over steps

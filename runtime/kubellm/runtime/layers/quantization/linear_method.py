@@ -20,6 +20,7 @@ from kubellm.runtime.layers.quantization.rtn import quantize_rtn
 from kubellm.runtime.layers.quantization.spec import LinearQuantSpec
 
 PARAM_NAMES = ("qweight", "scales", "biases", "g_idx")
+TINYGEMM_MAX_ROWS = 64   # the decode batches; larger calls stay on the Triton kernel
 
 
 class QuantizationLayoutError(ValueError):
@@ -119,11 +120,27 @@ class QuantizedLinearMethod:
             self.loaded_g_idx = True
 
     # ---- forward -----------------------------------------------------------------------
+    def add_tinygemm(self, layer: nn.Module) -> str | None:
+        """Give ``layer`` a tinygemm copy of its weights for calls of at most
+        TINYGEMM_MAX_ROWS rows (the w4a16_tinygemm switch); why not, or None."""
+        from kubellm.kernels import tinygemm
+        k, n = layer.qweight.shape[0] * codes_per_word(self.spec.bits), layer.qweight.shape[1]
+        why = tinygemm.unsupported_reason(k, n, self.spec.group_size, self.spec.bits,
+                                          layer.g_idx is not None, layer.scales.dtype)
+        if why is None:
+            layer.tinygemm = tinygemm.repack(layer.qweight, layer.scales, layer.biases,
+                                             self.spec.group_size)
+        return why
+
     def apply(self, layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
         """x [..., K_local] -> [..., N_local] (no bias, no reduction)."""
         spec = self.spec
         flat = x.reshape(-1, x.shape[-1])
-        if x.is_cuda:
+        packed = getattr(layer, "tinygemm", None)
+        if packed is not None and flat.shape[0] <= TINYGEMM_MAX_ROWS:
+            from kubellm.kernels.tinygemm import int4pack_mm
+            y = int4pack_mm(flat.contiguous(), *packed, spec.group_size)
+        elif x.is_cuda:
             from kubellm.kernels.w4a16_gemm import w4a16_gemm
             y = w4a16_gemm(flat if flat.stride(-1) == 1 else flat.contiguous(), layer.qweight,
                            layer.scales, layer.biases, spec.group_size, spec.bits, layer.g_idx)
