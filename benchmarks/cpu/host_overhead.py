@@ -29,6 +29,8 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=64)
     ap.add_argument("--output-kind", default="cumulative", choices=["cumulative", "final_only"])
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--sort", default="cumulative", help="the profile's order (pstats keys)")
+    ap.add_argument("--top", type=int, default=25, help="functions the profile prints")
     ap.add_argument("--clock", choices=["wall", "cpu"], default="wall")
     ap.add_argument("--no-async-scheduling", action="store_true",
                     help="wait for every step (the engine's async scheduling off)")
@@ -70,7 +72,7 @@ def main() -> int:
     if profiler:
         profiler.disable()
         import pstats
-        pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
+        pstats.Stats(profiler).sort_stats(args.sort).print_stats(args.top)
     result = {"batch": args.batch, "context": args.context, "output_kind": args.output_kind,
               "async_scheduling": engine.run_ahead,
               **host_ms_per_step(engine, args.steps),
