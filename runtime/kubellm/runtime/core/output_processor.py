@@ -44,17 +44,28 @@ class OutputProcessor:
         touched: dict[str, Group] = {}
         if prompt_logprobs:
             self._add_prompt_logprobs(prompt_logprobs)
+        self.generation_tokens_total += len(progressed)
+        groups, eos, max_len = self.groups, self.eos_token_ids, self.max_model_len
         for seq in progressed:
-            self.generation_tokens_total += 1
             if seq.first_token_time is None:
                 seq.first_token_time = now
             if seq.logprobs is not None:
                 seq.logprobs.append(logprobs.get(seq.request_id) or {})
             group = seq.group
-            if self.groups.get(group.request_id) is not group:
+            if groups.get(group.request_id) is not group:
                 continue  # aborted
+            params = seq.params
+            # the common case, decided here without a call: no text to follow, no stop
+            # token ids, not an EOS that counts, below both length limits
+            if seq.detokenizer is None and not params.stop_token_ids \
+                    and (params.ignore_eos or seq.output_token_ids[-1] not in eos) \
+                    and len(seq.output_token_ids) < seq.max_tokens \
+                    and len(seq.all_token_ids) < max_len:
+                if params.output_kind == "cumulative":
+                    touched[group.request_id] = group
+                continue
             self._advance_text(seq, group, seq.index)
-            if seq.is_finished or seq.params.output_kind == "cumulative":
+            if seq.is_finished or params.output_kind == "cumulative":
                 touched[group.request_id] = group
         return [self._make_output(g) for g in touched.values()
                 if g.sequences[0].params.output_kind == "cumulative"

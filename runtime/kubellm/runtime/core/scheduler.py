@@ -19,24 +19,33 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from kubellm.runtime.core.histogram import CumulativeHistogram
 from kubellm.runtime.core.kv_cache import KVCacheManager
 from kubellm.runtime.core.request import Request, Status
 
 
+_BY_ARRIVAL = attrgetter("arrival_time")
 ITERATION_TOKEN_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 
 
-@dataclass(slots=True)
 class ScheduledRequest:
-    request: Request
-    num_new_tokens: int
-    start: int                 # index of the first token computed this step
-    samples: bool = False      # the chunk reaches the last known token: sample after it
+    """One request's part of a step: ``num_new_tokens`` tokens from position ``start``;
+    ``samples`` when the chunk reaches the last known token (sample after it)."""
+    __slots__ = ("request", "num_new_tokens", "start", "samples")
 
-    def __post_init__(self):
-        self.samples = self.start + self.num_new_tokens == self.request.num_scheduled_tokens
+    def __init__(self, request: Request, num_new_tokens: int, start: int,
+                 samples: bool | None = None):
+        self.request = request
+        self.num_new_tokens = num_new_tokens
+        self.start = start
+        self.samples = start + num_new_tokens == request.num_scheduled_tokens \
+            if samples is None else samples   # the scheduler's hot loop knows it already
+
+    def __repr__(self) -> str:
+        return (f"ScheduledRequest({self.request.request_id!r}, {self.num_new_tokens}, "
+                f"{self.start}, samples={self.samples})")
 
 
 @dataclass
@@ -110,19 +119,25 @@ class Scheduler:
         if self.policy == "timeslice" and self.waiting:
             self._yield_expired_slices(out)
         scheduled_ids: set[str] = set()
+        # the hot loop of every step (each running request): locals, no properties, and
+        # the allocation's hot path tried before the wrapper that may preempt
+        allocate, scheduled, running = self.kv.allocate, out.scheduled, Status.RUNNING
         for request in self._running_order():
             if budget == 0:
                 break
-            if request.status is not Status.RUNNING:
+            if request.status is not running:
                 continue  # preempted earlier in this loop
-            if request.num_pending_tokens and \
-                    request.num_output_tokens + request.num_pending_tokens >= request.max_tokens:
+            pending = request.num_pending_tokens
+            target = len(request.all_token_ids) + pending   # num_scheduled_tokens
+            if pending and len(request.output_token_ids) + pending >= request.max_tokens:
                 continue  # its late token is its last: it finishes when that lands
-            num_new = min(request.num_scheduled_tokens - request.num_computed_tokens, budget)
-            if not self._allocate_or_preempt(request, num_new, out, scheduled_ids):
+            computed = request.num_computed_tokens
+            num_new = min(target - computed, budget)
+            if allocate(request.request_id, request.all_token_ids, computed + num_new) is None \
+                    and not self._allocate_or_preempt(request, num_new, out, scheduled_ids):
                 continue
-            out.scheduled.append(ScheduledRequest(request, num_new,
-                                                  request.num_computed_tokens))
+            scheduled.append(ScheduledRequest(request, num_new, computed,
+                                              computed + num_new == target))
             scheduled_ids.add(request.request_id)
             budget -= num_new
         if not out.preempted:
@@ -151,13 +166,15 @@ class Scheduler:
         received a token (the engine checks them for stop conditions). A request that
         finished meanwhile (stopped by the step before, or aborted) drops its token."""
         progressed = []
+        finished, get = Status.FINISHED, sampled.get
         for s in out.scheduled:
             request = s.request
-            token = sampled.get(request.request_id)
-            if token is None or request.status is Status.FINISHED:
+            token = get(request.request_id)
+            if token is None or request.status is finished:
                 continue
             request.num_pending_tokens -= 1
-            request.append_token(token)
+            request.output_token_ids.append(token)   # Request.append_token, inlined (hot)
+            request.all_token_ids.append(token)
             progressed.append(request)
         return progressed
 
@@ -165,12 +182,16 @@ class Scheduler:
     def _running_order(self) -> list[Request]:
         # decodes before partial prefills; within each, the policy's order
         if self.policy == "priority":
-            key = lambda r: (r.num_scheduled_tokens - r.num_computed_tokens > 1,  # noqa: E731
-                             -r.priority, r.arrival_time)
-        else:
-            key = lambda r: (r.num_scheduled_tokens - r.num_computed_tokens > 1,  # noqa: E731
-                             r.arrival_time)
-        return sorted(self.running, key=key)
+            return sorted(self.running, key=lambda r: (  # noqa: E731
+                r.num_scheduled_tokens - r.num_computed_tokens > 1, -r.priority,
+                r.arrival_time))
+        ordered = sorted(self.running, key=_BY_ARRIVAL)   # C-level key: no Python call each
+        partial = [r for r in ordered if len(r.all_token_ids) + r.num_pending_tokens
+                   - r.num_computed_tokens > 1]
+        if not partial:
+            return ordered
+        return [r for r in ordered if len(r.all_token_ids) + r.num_pending_tokens
+                - r.num_computed_tokens <= 1] + partial
 
     def _rank(self, request: Request):
         """Sort key: smaller runs (and is admitted) earlier and is preempted later."""

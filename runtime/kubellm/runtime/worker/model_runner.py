@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
+from operator import attrgetter
 
 import numpy as np
 import torch
@@ -23,6 +24,7 @@ from kubellm.runtime.kernel_switches import KernelSwitches
 from kubellm.runtime.worker.prompt_logprobs import compute_prompt_logprobs
 
 log = logging.getLogger(__name__)
+_NUM_NEW, _START = attrgetter("num_new_tokens"), attrgetter("start")
 
 
 def _use_tinygemm(model: torch.nn.Module) -> None:
@@ -166,24 +168,28 @@ class ModelRunner:
                        ahead_of: "StepHandle | None" = None):
         scheduled = out.scheduled
         num_seqs = len(scheduled)
-        query_lens = np.fromiter((s.num_new_tokens for s in scheduled), np.int64, num_seqs)
-        starts = np.fromiter((s.start for s in scheduled), np.int64, num_seqs)
+        # map with attrgetter: no Python frame per row (a generator's costs ~3x)
+        query_lens = np.fromiter(map(_NUM_NEW, scheduled), np.int64, num_seqs)
+        starts = np.fromiter(map(_START, scheduled), np.int64, num_seqs)
         cu = np.zeros(num_seqs + 1, np.int32)
         np.cumsum(query_lens, out=cu[1:])
         num_tokens = int(cu[-1])
         seq_lens = (starts + query_lens).astype(np.int32)
         # rows whose token the previous step is still sampling: (row, its sample row there)
+        # (Python ints from here: indexing a numpy array per row costs ~0.1 us each)
+        cu_rows = cu.tolist()
         late_rows, late_sources = [], []
         if ahead_of is not None:
             row_of = ahead_of.row_of
-            for i, s in enumerate(scheduled):
-                if s.start == len(s.request.all_token_ids):   # a decode of the late token
-                    late_rows.append(int(cu[i]))
-                    late_sources.append(row_of[s.request.request_id])
+            late = [i for i, s in enumerate(scheduled)   # decodes of the late token
+                    if s.start == len(s.request.all_token_ids)]
+            late_rows = [cu_rows[i] for i in late]
+            late_sources = [row_of[scheduled[i].request.request_id] for i in late]
         if num_tokens == num_seqs:          # decode-only: no per-token Python loops
-            if late_rows:
-                token_ids = np.fromiter((_token_or_zero(s.request.all_token_ids, s.start)
-                                         for s in scheduled), np.int64, num_seqs)
+            if late_rows:   # the late token is filled in on the device: 0 here
+                token_ids = np.fromiter((ids[s.start] if s.start < len(ids := s.request
+                                                                        .all_token_ids)
+                                         else 0 for s in scheduled), np.int64, num_seqs)
             else:
                 token_ids = np.fromiter((s.request.all_token_ids[s.start] for s in scheduled),
                                         np.int64, num_seqs)
@@ -204,11 +210,9 @@ class ModelRunner:
         seq_index = np.repeat(np.arange(num_seqs), query_lens)
         bs = self.block_size
         slots = table[seq_index, positions // bs].astype(np.int64) * bs + positions % bs
-        sample_rows, requests = [], []
-        for i, s in enumerate(scheduled):
-            if s.samples:
-                sample_rows.append(int(cu[i + 1]) - 1)
-                requests.append(s.request)
+        sampling = [i for i, s in enumerate(scheduled) if s.samples]
+        sample_rows = [cu_rows[i + 1] - 1 for i in sampling]
+        requests = [scheduled[i].request for i in sampling]
         max_q = int(query_lens.max())
         # the scheduler puts decodes first: how many lead the step
         num_decodes = int(np.argmax(query_lens != 1)) if max_q > 1 else num_seqs
@@ -256,10 +260,6 @@ class StepHandle:
         ids = dict(zip(self.row_of, result.token_ids))
         logprobs = dict(zip(self.row_of, result.logprobs))
         return ids, logprobs, prompt
-
-
-def _token_or_zero(token_ids: list[int], position: int) -> int:
-    return token_ids[position] if position < len(token_ids) else 0
 
 
 def _load_backend(name: str):

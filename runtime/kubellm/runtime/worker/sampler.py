@@ -86,9 +86,7 @@ class Sampler:
             if not any(c is not None for c in constraints):
                 constraints = None
         # Fast path: an all-greedy batch without penalties or min_tokens is one argmax.
-        if constraints is None and all(p.temperature < _GREEDY_TEMPERATURE for p in params) \
-                and not any(_has_penalty(p) or _masks_stop_tokens(s)
-                            for p, s in zip(params, states)):
+        if constraints is None and _all_plain_greedy(params, states):
             sampled = logits.argmax(dim=-1)
         else:
             work = logits.to(torch.float32, memory_format=torch.contiguous_format, copy=True)
@@ -135,8 +133,15 @@ class Sampler:
                    to_device(cols, torch.int64, logits.device)] = float("-inf")
 
 
-def _has_penalty(p: SamplingParams) -> bool:
-    return p.repetition_penalty != 1.0 or p.frequency_penalty != 0.0 or p.presence_penalty != 0.0
+def _all_plain_greedy(params: list[SamplingParams], states: list[SamplingState]) -> bool:
+    """Greedy, no penalty, min_tokens reached, for every row: one loop without calls
+    (it runs over the whole batch every step)."""
+    for p, s in zip(params, states):
+        if p.temperature >= _GREEDY_TEMPERATURE or p.repetition_penalty != 1.0 \
+                or p.frequency_penalty != 0.0 or p.presence_penalty != 0.0 \
+                or len(s.output_token_ids) < p.min_tokens:
+            return False
+    return True
 
 
 def _masks_stop_tokens(state: SamplingState) -> bool:
