@@ -18,7 +18,7 @@ import pytest
 from tests.runtime.distributed.conftest import DIST_ENV
 from tests.runtime.server.serve_process import ServeProcess
 
-EXIT_WITHIN_S = 30
+EXIT_WITHIN_S = 120  # a hang fails; a slow, loaded machine does not
 
 
 def _children(pid: int) -> list[int]:
@@ -78,7 +78,7 @@ def test_server_exits_nonzero_when_a_worker_dies(tiny_model_dir, monkeypatch):
                 pass  # the server goes away mid-stream: expected
         client = threading.Thread(target=stream, daemon=True)
         client.start()
-        assert first_chunk.wait(60), server.output()
+        assert first_chunk.wait(180), server.output()
         os.kill(worker, signal.SIGKILL)
         code = server.proc.wait(EXIT_WITHIN_S)
         assert code != 0

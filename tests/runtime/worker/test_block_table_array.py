@@ -1,0 +1,64 @@
+"""The block-table matrix carried between steps: always equal to a fresh build from the
+KV manager's lists, whatever changed (rows grown, a request freed and allocated again
+with a table of the same length, the batch reordered, grown or shrunk)."""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+
+from kubellm.runtime.worker.block_table_array import BlockTableArray
+
+
+def fresh(tables: list[list[int]]) -> np.ndarray:
+    width = max(map(len, tables))
+    return np.array([t + [0] * (width - len(t)) for t in tables], np.int32)
+
+
+def check(builder: BlockTableArray, tables: list[list[int]]) -> None:
+    got = builder.build(tables)
+    assert got.dtype == np.int32 and np.array_equal(got, fresh(tables))
+
+
+def test_decode_steps_rewrite_only_the_rows_that_grew():
+    tables = [[i * 100 + j for j in range(4)] for i in range(8)]
+    builder = BlockTableArray()
+    check(builder, tables)
+    tables[3].append(999)
+    check(builder, tables)
+    assert builder.rebuilds == 1 and builder.rows_written == 1
+    check(builder, tables)     # nothing changed: nothing written
+    assert builder.rebuilds == 1 and builder.rows_written == 1
+
+
+def test_a_request_allocated_again_is_seen_even_at_the_same_length():
+    tables = [[1, 2, 3], [4, 5, 6]]
+    builder = BlockTableArray()
+    check(builder, tables)
+    tables[1] = [7, 8, 9]      # freed and allocated again: a new list, same length
+    check(builder, tables)
+    assert builder.rebuilds == 2
+
+
+def test_random_steps_always_equal_a_fresh_build():
+    rng = random.Random(0)
+    tables = [[rng.randrange(1000) for _ in range(rng.randint(1, 6))] for _ in range(16)]
+    builder = BlockTableArray()
+    for _ in range(300):
+        action = rng.random()
+        if action < 0.6:       # decode: some tables grow
+            for t in rng.sample(tables, min(len(tables), rng.randint(0, 3))):
+                t.append(rng.randrange(1000))
+        elif action < 0.7:     # a finished request leaves, a new one joins
+            tables.pop(rng.randrange(len(tables)))
+            tables.insert(rng.randrange(len(tables) + 1),
+                          [rng.randrange(1000) for _ in range(rng.randint(1, 9))])
+        elif action < 0.8:     # preempted and back with a new table
+            i = rng.randrange(len(tables))
+            tables[i] = [rng.randrange(1000) for _ in range(len(tables[i]))]
+        elif action < 0.9:     # the step's order changes
+            rng.shuffle(tables)
+        elif len(tables) > 1:  # a smaller step (some requests not scheduled)
+            tables = tables[:rng.randint(1, len(tables))]
+        check(builder, tables)
+    assert builder.rebuilds < 200   # the carried matrix was used
