@@ -97,7 +97,7 @@ def kernel_part(args) -> dict:
     from benchmarks.gpu import workload_w as W
     from kubellm.kernels import tinygemm
     from kubellm.kernels.quant_layout import pack_codes
-    from kubellm.kernels.w4a16_gemm import GEMV_MAX_M, VARIANTS, default_variant, w4a16_gemm
+    from kubellm.kernels.w4a16_gemm import DEFAULT_VARIANT, GEMV_MAX_M, VARIANTS, w4a16_gemm
     device = "cpu" if args.smoke else "cuda"
     if args.smoke:
         W.DEVICE, W.DTYPE = "cpu", torch.float32
@@ -126,7 +126,7 @@ def kernel_part(args) -> dict:
             us_dense = call_us([lambda w=w: torch.nn.functional.linear(x, w) for w in dense],
                                device)
             row = {"k": k, "n": n, "m": m, "bf16_linear_us": significant(us_dense),
-                   "default": default_variant(m), "variants": {}}
+                   "default": DEFAULT_VARIANT, "variants": {}}
             for variant in VARIANTS:
                 if variant == "gemv" and m > GEMV_MAX_M:
                     continue

@@ -240,6 +240,7 @@ _gemv_tuned = triton.autotune(configs=_gemv_configs(), key=_KEY[:-1],
 # and "gemv" lost 2-3x at 4 rows, so "dot" is the default; the others stay selectable for
 # the benchmark that compares them (benchmarks/gpu/w4a16.py --part kernel).
 VARIANTS = ("gemv", "dot", "dot-rows")
+DEFAULT_VARIANT = "dot"   # every M: the dot kernel's tiling follows M (decode or prefill)
 GEMV_MAX_M = 4
 
 
@@ -273,20 +274,15 @@ def _check(x, qweight, scales, biases, group_size, bits, g_idx):
             raise ValueError(f"g_idx must have K={k} entries, got {g_idx.shape[0]}")
 
 
-def default_variant(m: int) -> str:
-    """The variant w4a16_gemm runs when none is asked for (M decides the dot's tiling)."""
-    return "dot"
-
-
 def w4a16_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
                biases: torch.Tensor, group_size: int, bits: int = 4,
                g_idx: torch.Tensor | None = None, variant: str | None = None) -> torch.Tensor:
     """x [M, K] (last dim contiguous) @ W -> new [M, N] in x's dtype. ``variant`` (one of
-    VARIANTS) picks the kernel; None picks by M (``default_variant``)."""
+    VARIANTS) picks the kernel; None is DEFAULT_VARIANT."""
     _check(x, qweight, scales, biases, group_size, bits, g_idx)
     m, k = x.shape
     n = qweight.shape[1]
-    variant = variant or default_variant(m)
+    variant = variant or DEFAULT_VARIANT
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
     if variant == "gemv" and m > GEMV_MAX_M:

@@ -178,7 +178,7 @@ async def run_http_rate(url: str, prompts, rate: float, args, model: str) -> lis
     128 events with 15 µs of client CPU per event where httpx took 33-40 µs, and on the
     H200 512 streams deliver ~14k events/s, which httpx's client could not keep up with."""
     headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
-    if getattr(args, "http_client", "aiohttp") == "httpx":
+    if args.http_client == "httpx":
         import httpx
         limits = httpx.Limits(max_connections=len(prompts) + 8, max_keepalive_connections=64)
         async with httpx.AsyncClient(base_url=url, headers=headers, limits=limits,
