@@ -34,6 +34,20 @@ def _grows(name: str, value) -> bool:
     return isinstance(value, Sequence)
 
 
+def _may_grow(cls, name: str) -> bool:
+    """Whether a field can hold a growing value (text, a list, a sequence view), from its
+    declared type: the others are compared and set, never tested per value."""
+    annotation = str(next(f.type for f in dataclasses.fields(cls) if f.name == name))
+    return name in _GROWING_TEXT or any(word in annotation for word in ("Sequence", "list"))
+
+
+# (name, may grow) per field, decided once: encode runs for every running request on
+# every step, and an isinstance against the Sequence ABC for each field was most of it
+_REQUEST_PLAN = tuple((name, _may_grow(RequestOutput, name)) for name in REQUEST_FIELDS)
+_COMPLETION_PLAN = tuple((name, _may_grow(CompletionOutput, name))
+                         for name in COMPLETION_FIELDS)
+
+
 class _Sent:
     __slots__ = ("request", "request_counts", "counts", "values")
 
@@ -55,9 +69,10 @@ class DeltaEncoder:
         if sent is None:
             sent = self._sent[out.request_id] = _Sent(len(out.outputs))
         request_sets, request_appends = {}, {}
-        for name in REQUEST_FIELDS:
+        for name, may_grow in _REQUEST_PLAN:
             value = getattr(out, name)
-            if _grows(name, value):  # a list the engine extends in place (prompt_logprobs)
+            if may_grow and value is not None and _grows(name, value):
+                # a list the engine extends in place (prompt_logprobs)
                 num_sent = sent.request_counts.get(name, 0)
                 if len(value) > num_sent:
                     request_appends[name] = value[num_sent:]
@@ -68,9 +83,10 @@ class DeltaEncoder:
         for comp in out.outputs:
             counts, values = sent.counts[comp.index], sent.values[comp.index]
             appends, sets = {}, {}
-            for name in COMPLETION_FIELDS:
+            for name, may_grow in _COMPLETION_PLAN:
                 value = getattr(comp, name)
-                if _grows(name, value):
+                if may_grow and value is not None:
+                    # (a growing field's value is a str, list or view: no ABC check)
                     num_sent = counts.get(name, 0)
                     if len(value) > num_sent:
                         appends[name] = value[num_sent:]
