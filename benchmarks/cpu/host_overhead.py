@@ -5,6 +5,8 @@ this isolates them from the forward pass so they can be profiled anywhere:
 
     python -m benchmarks.cpu.host_overhead [--batch 256] [--steps 64] [--profile]
     python -m benchmarks.cpu.host_overhead --clock cpu   # on a shared, loaded machine
+    python -m benchmarks.cpu.host_overhead --core-encoding   # + the engine core's output
+        # encoding per step (deltas, then msgpack: what `kubellm serve` sends its front ends)
 
 ``--clock cpu`` times every phase with this thread's CPU time instead of the wall clock
 (the engine's own timers included): the host work is pure CPU work here, and CPU time
@@ -32,6 +34,9 @@ def main() -> int:
     ap.add_argument("--sort", default="cumulative", help="the profile's order (pstats keys)")
     ap.add_argument("--top", type=int, default=25, help="functions the profile prints")
     ap.add_argument("--clock", choices=["wall", "cpu"], default="wall")
+    ap.add_argument("--core-encoding", action="store_true",
+                    help="also time the engine core's delta encoding and msgpack of each "
+                         "step's outputs (core_encode_ms)")
     ap.add_argument("--no-async-scheduling", action="store_true",
                     help="wait for every step (the engine's async scheduling off)")
     args = ap.parse_args()
@@ -65,9 +70,23 @@ def main() -> int:
         import cProfile
         profiler = cProfile.Profile()
         profiler.enable()
+    encode = None
+    if args.core_encoding:
+        from kubellm.runtime.engine_core import wire
+        from kubellm.runtime.engine_core.output_delta import DeltaEncoder
+        deltas, codec = DeltaEncoder(), wire.Codec()
+        encode_s = 0.0
+
+        def encode(outputs):
+            nonlocal encode_s
+            t = time.perf_counter()
+            codec.encode([wire.OUTPUTS, [deltas.encode(o) for o in outputs], [], [], {}])
+            encode_s += time.perf_counter() - t
     t0 = time.perf_counter()
     for _ in range(args.steps):
-        engine.step()
+        outputs = engine.step()
+        if encode is not None:
+            encode(outputs)
     wall = time.perf_counter() - t0
     if profiler:
         profiler.disable()
@@ -78,6 +97,8 @@ def main() -> int:
               **host_ms_per_step(engine, args.steps),
               "step_ms": round(wall / args.steps * 1e3, 3),
               "torch_threads": torch.get_num_threads(), "clock": args.clock}
+    if encode is not None:
+        result["core_encode_ms"] = round(encode_s / args.steps * 1e3, 3)
     print(json.dumps(result))
     return 0
 
