@@ -182,7 +182,7 @@ class Scheduler:
     def _running_order(self) -> list[Request]:
         # decodes before partial prefills; within each, the policy's order
         if self.policy == "priority":
-            return sorted(self.running, key=lambda r: (  # noqa: E731
+            return sorted(self.running, key=lambda r: (
                 r.num_scheduled_tokens - r.num_computed_tokens > 1, -r.priority,
                 r.arrival_time))
         ordered = sorted(self.running, key=_BY_ARRIVAL)   # C-level key: no Python call each
