@@ -2,17 +2,13 @@
 CPU: the scripts STAGES=api of benchmarks/gpu/run_all.sh runs on the GPU must not fail
 there for a Python error, and must write well-formed figures."""
 import json
-import subprocess
-import sys
 
+from tests.benchmarks.smoke import run_module
 from tests.figures import is_figure
-from tests.paths import ROOT
 
 
 def run(module: str, *args: str) -> None:
-    proc = subprocess.run([sys.executable, "-m", module, "--smoke", *args],
-                          capture_output=True, text=True, timeout=600, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_module(module, "--smoke", *args)
 
 
 def test_mask_bench_smoke(tmp_path, tokenizer_dir):

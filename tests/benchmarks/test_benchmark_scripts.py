@@ -1,18 +1,13 @@
 """The GPU benchmark script, shrunk to a tiny shape on the CPU: a Python error in it
 would otherwise surface only on the GPU machine, after its device time is spent."""
 import json
-import subprocess
-import sys
 
+from tests.benchmarks.smoke import run_module
 from tests.figures import is_figure
-from tests.paths import ROOT
 
 
 def test_workload_w_smoke_writes_figures(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.gpu.workload_w",
-                           "--smoke", "--compare-hf", "--out", str(tmp_path)],
-                          capture_output=True, text=True, timeout=600, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_module("benchmarks.gpu.workload_w", "--smoke", "--compare-hf", "--out", tmp_path)
     result = json.loads((tmp_path / "workload_w.json").read_text())
     assert result["kubellm"]["output_tokens"] == 8 * 6
     assert is_figure(result["hf"]["hf_generate_output_tok_s"])
@@ -24,11 +19,8 @@ def test_workload_w_smoke_writes_figures(tmp_path):
 
 
 def test_host_profile_smoke_writes_both_modes(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.gpu.host_profile",
-                           "--smoke", "--layers", "1", "--batch", "4", "--context", "16",
-                           "--steps", "4", "--out", str(tmp_path)],
-                          capture_output=True, text=True, timeout=600, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_module("benchmarks.gpu.host_profile", "--smoke", "--layers", 1, "--batch", 4,
+               "--context", 16, "--steps", 4, "--out", tmp_path)
     results = json.loads((tmp_path / "host_profile_1l.json").read_text())
     assert [r["async_scheduling"] for r in results] == [False, True]
     for r in results:

@@ -1,18 +1,15 @@
 """The decode-ablation and prefill-attention GPU stages, shrunk to tiny shapes on the CPU:
 each runs end to end and writes well-formed figures (never judged by their size)."""
 import json
-import subprocess
-import sys
 
 from kubellm.runtime.kernel_switches import KernelSwitches
+
+from tests.benchmarks.smoke import run_module
 from tests.figures import is_figure
-from tests.paths import ROOT
 
 
 def run(module, *args, tmp_path):
-    proc = subprocess.run([sys.executable, "-m", module, "--smoke", "--out", str(tmp_path),
-                           *args], capture_output=True, text=True, timeout=900, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = run_module(module, "--smoke", "--out", tmp_path, *args, timeout=900)
     return proc.stdout
 
 

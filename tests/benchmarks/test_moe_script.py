@@ -3,19 +3,14 @@ kernels in triton's interpreter: every part runs and writes well-formed figures,
 table it writes is one kubellm.kernels.fused_moe_configs can read."""
 import json
 import os
-import subprocess
-import sys
 
+from tests.benchmarks.smoke import run_module
 from tests.figures import is_figure
-from tests.paths import ROOT
 
 
 def test_smoke_run_writes_every_part(tmp_path):
     env = {**os.environ, "TRITON_INTERPRET": "1"}
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.gpu.moe", "--smoke",
-                           "--out", str(tmp_path)], capture_output=True, text=True,
-                          timeout=600, cwd=ROOT, env=env)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    run_module("benchmarks.gpu.moe", "--smoke", "--out", tmp_path, env=env)
     result = json.loads((tmp_path / "moe.json").read_text())
     assert result["skipped"] == {}
     table = json.loads((tmp_path / "fused_moe_configs.json").read_text())

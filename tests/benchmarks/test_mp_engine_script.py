@@ -3,18 +3,13 @@ the same engines one after another (single-process, multi-process at one rank on
 single-process again) on a tiny shape, so a script error cannot first show up on the
 GPU. It checks the figures are written and well formed, never their size."""
 import json
-import subprocess
-import sys
 
+from tests.benchmarks.smoke import run_module
 from tests.figures import is_figure
-from tests.paths import ROOT
 
 
 def test_smoke_run_writes_both_engines_figures(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.gpu.mp_engine", "--smoke",
-                           "--out", str(tmp_path)], capture_output=True, text=True,
-                          timeout=600, cwd=ROOT)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    run_module("benchmarks.gpu.mp_engine", "--smoke", "--out", tmp_path)
     result = json.loads((tmp_path / "mp_engine.json").read_text())
     assert [e["backend"] for e in result["engines"]] == ["uni", "mp", "uni"]
     assert [len(e["output_tok_s"]) for e in result["engines"]] == [2, 2, 1]

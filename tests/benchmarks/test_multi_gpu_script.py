@@ -5,22 +5,17 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 from benchmarks.common.agreement import first_disagreement
-
+from tests.benchmarks.smoke import run_module
 from tests.figures import is_figure
-from tests.paths import ROOT
 
 
 def test_smoke_run_checks_measures_and_skips(tmp_path):
     out = tmp_path / "out"
     env = {**os.environ, "KUBELLM_DEVICE": "cpu"}
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.gpu.multi_gpu",
-                           "--smoke", "--out", str(out), "--work", str(tmp_path / "work")],
-                          capture_output=True, text=True, timeout=240, env=env, cwd=ROOT)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    run_module("benchmarks.gpu.multi_gpu", "--smoke", "--out", out,
+               "--work", tmp_path / "work", timeout=240, env=env)
     result = json.loads((out / "multi_gpu.json").read_text())
     configs, rows = result["configs"], result["rows"]
     assert set(configs) == {"tp1", "tp2", "pp2", "70b-tp2"}

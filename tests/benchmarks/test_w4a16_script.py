@@ -1,19 +1,15 @@
 """The 4-bit GPU benchmark, shrunk to a tiny shape on the CPU: it must run and write
 well-formed figures (their size says nothing on a CPU)."""
 import json
-import subprocess
-import sys
 
 from kubellm.kernels.w4a16_gemm import GEMV_MAX_M
+
+from tests.benchmarks.smoke import run_module
 from tests.figures import is_figure
-from tests.paths import ROOT
 
 
 def test_w4a16_smoke_writes_figures(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.gpu.w4a16", "--smoke",
-                           "--out", str(tmp_path)],
-                          capture_output=True, text=True, timeout=900, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_module("benchmarks.gpu.w4a16", "--smoke", "--out", tmp_path, timeout=900)
     result = json.loads((tmp_path / "w4a16.json").read_text())
     summary = result["summary"]
     assert set(summary["decode_speedup_vs_bf16"]) == {"1", "4"}
