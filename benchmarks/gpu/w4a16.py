@@ -6,8 +6,9 @@ biases layout every checkpoint format is repacked into).
 - decode tok/s at batch 1, 8, 32, 64, 256, context 512, for both engines;
 - workload W (workload_w.py) for both;
 - weight GiB and KV-cache blocks of both;
-- the 4-bit engine again with the w4a16_tinygemm switch (decode's linears through
-  PyTorch's int4 GEMM on a repacked copy; --no-tinygemm skips it);
+- the 4-bit engine again with kernel switches (ENGINES): w4a16_nibble (decode's linears
+  through kernels/w4a16_nibble.py), and that with w4a16_tinygemm (calls of up to 4 rows
+  through PyTorch's int4 GEMM on a repacked copy); --engines picks which run;
 - the W4A16 GEMM alone at batch 1..64 on each projection shape: bytes of weights read per
   second against the copy bandwidth measured in the run, bf16 cuBLAS (F.linear) and
   PyTorch's int4 GEMM (tinygemm, kernels/tinygemm.py) on the same shapes.
@@ -35,8 +36,9 @@ SMOKE_BATCHES, SMOKE_CONTEXT, SMOKE_GROUP = (1, 4), 16, 32
 GEMM_SHAPES = [(4096, 6144), (4096, 4096), (4096, 28672), (14336, 4096)]
 SMOKE_GEMM_SHAPES = [(64, 128), (128, 64)]   # the second one tinygemm takes too
 KERNEL_BATCHES = (1, 4, 16, 64)
-# the 4-bit engine with the w4a16_tinygemm switch too (decode through PyTorch's int4 GEMM)
-ENGINES = ("bf16", "4bit", "4bit-tinygemm")
+# engine -> its kernel switches (None: bf16); every 4-bit one is compared with bf16
+ENGINES = {"bf16": None, "4bit": "", "4bit-nibble": "w4a16_nibble",
+           "4bit-nibble-tinygemm": "w4a16_nibble,w4a16_tinygemm"}
 COLD_BYTES = 256 * 2**20     # weight copies per timed shape: more than the L2 holds
 
 
@@ -54,8 +56,8 @@ def engine_part(args) -> dict:
     quant = {"quantization": "4bit",
              "quantization_group_size": SMOKE_GROUP if args.smoke else GROUP_SIZE} \
         if args.engine.startswith("4bit") else {}
-    if args.engine == "4bit-tinygemm":   # decode's linears through PyTorch's int4 GEMM
-        quant["kernel_switches"] = "w4a16_tinygemm"
+    if ENGINES[args.engine]:
+        quant["kernel_switches"] = ENGINES[args.engine]
     t0 = time.perf_counter()
     llm = LLM(model_dir, load_format="dummy", skip_tokenizer_init=True, max_model_len=10240,
               max_num_seqs=256 if not args.smoke else 8, max_num_batched_tokens=8192,
@@ -97,15 +99,17 @@ def kernel_part(args) -> dict:
     from benchmarks.gpu import workload_w as W
     from kubellm.kernels import tinygemm
     from kubellm.kernels.quant_layout import pack_codes
-    from kubellm.kernels.w4a16_gemm import DEFAULT_VARIANT, GEMV_MAX_M, VARIANTS, w4a16_gemm
+    from kubellm.kernels.w4a16_gemm import DEFAULT_VARIANT, VARIANTS, w4a16_gemm
     device = "cpu" if args.smoke else "cuda"
     if args.smoke:
         W.DEVICE, W.DTYPE = "cpu", torch.float32
     dtype = W.DTYPE
     copy_tb_s = W.measure_ceilings()["copy_tb_s"]
-    group = SMOKE_GROUP if args.smoke else GROUP_SIZE
     rows = []
     for k, n in (SMOKE_GEMM_SHAPES if args.smoke else GEMM_SHAPES):
+        # smoke: groups of 128 where K holds them, so the nibble variants run too
+        group = (GROUP_SIZE if k % GROUP_SIZE == 0 else SMOKE_GROUP) if args.smoke \
+            else GROUP_SIZE
         gen = torch.Generator().manual_seed(k + n)
         qweight = pack_codes(torch.randint(0, 16, (k, n), generator=gen), 4)
         scales = torch.rand(k // group, n, generator=gen) * 0.01
@@ -125,10 +129,11 @@ def kernel_part(args) -> dict:
             x = torch.randn(m, k, generator=gen).to(device, dtype)
             us_dense = call_us([lambda w=w: torch.nn.functional.linear(x, w) for w in dense],
                                device)
-            row = {"k": k, "n": n, "m": m, "bf16_linear_us": significant(us_dense),
+            row = {"k": k, "n": n, "m": m, "group_size": group,
+                   "bf16_linear_us": significant(us_dense),
                    "default": DEFAULT_VARIANT, "variants": {}}
             for variant in VARIANTS:
-                if variant == "gemv" and m > GEMV_MAX_M:
+                if not variant_takes(variant, m, k, group):
                     continue
                 us = call_us([lambda q=q, v=variant: w4a16_gemm(x, *q, group, 4, variant=v)
                               for q in quant], device)
@@ -152,8 +157,20 @@ def kernel_part(args) -> dict:
             row["best"] = min(row["variants"], key=lambda v: row["variants"][v]["us"])
             rows.append(row)
             print("gemm", json.dumps(row), flush=True)
-    return {"copy_tb_s": copy_tb_s, "group_size": group, "timing": "cuda-graph replays"
+    return {"copy_tb_s": copy_tb_s, "timing": "cuda-graph replays"
             if device == "cuda" else "wall clock", "gemm": rows}
+
+
+def variant_takes(variant: str, m: int, k: int, group: int) -> bool:
+    """Whether `variant` runs these rows and groups itself (w4a16_gemm would run another
+    kernel in its place, timed under the wrong name)."""
+    from kubellm.kernels import w4a16_nibble
+    from kubellm.kernels.w4a16_gemm import GEMV_MAX_M
+    if variant == "gemv":
+        return m <= GEMV_MAX_M
+    if variant.startswith("nibble"):
+        return w4a16_nibble.unsupported_reason(m, k, 4, group, False) is None
+    return True
 
 
 def call_us(calls, device: str, replays: int = 20) -> float:
@@ -202,21 +219,22 @@ def run_part(part: str, out: Path, smoke: bool, engine: str = "") -> dict:
     return json.loads(path.read_text())
 
 
-def summary(bf16: dict, q4: dict, kernel: dict, tiny: dict | None = None) -> dict:
+def summary(bf16: dict, quantized: dict[str, dict], kernel: dict) -> dict:
+    """Each 4-bit engine's decode rates and W against bf16's, memory, and the batch-1 GEMM
+    (the default variant: what the engine without switches runs) against the copy rate."""
     rate = lambda e: {r["batch"]: r["decode_tok_s"] for r in e["decode"]}  # noqa: E731
-    ours, base = rate(q4), rate(bf16)
+    base = rate(bf16)
     batch1 = [r for r in kernel["gemm"] if r["m"] == 1]
-    w_ratio = lambda e: significant(e["workload_w"]["output_tok_s"] /  # noqa: E731
-                                    bf16["workload_w"]["output_tok_s"], 3)
-    peer = {} if tiny is None else {
-        "tinygemm_decode_speedup_vs_bf16": {b: significant(rate(tiny)[b] / base[b], 3)
-                                            for b in base},
-        "tinygemm_workload_w_ratio_vs_bf16": w_ratio(tiny)}
-    return {"decode_speedup_vs_bf16": {b: significant(ours[b] / base[b], 3) for b in base},
-            "workload_w_ratio_vs_bf16": w_ratio(q4), **peer,
-            "weight_gib": {"bf16": bf16["weight_gib"], "4bit": q4["weight_gib"]},
-            "kv_blocks": {"bf16": bf16["num_kv_blocks"], "4bit": q4["num_kv_blocks"]},
-            # the kernel the engine runs at batch 1 (the default variant)
+    return {"decode_speedup_vs_bf16": {
+                name: {b: significant(rate(e)[b] / base[b], 3) for b in base}
+                for name, e in quantized.items()},
+            "workload_w_ratio_vs_bf16": {
+                name: significant(e["workload_w"]["output_tok_s"] /
+                                  bf16["workload_w"]["output_tok_s"], 3)
+                for name, e in quantized.items()},
+            "weight_gib": {name: e["weight_gib"] for name, e in {"bf16": bf16, **quantized}.items()},
+            "kv_blocks": {name: e["num_kv_blocks"]
+                          for name, e in {"bf16": bf16, **quantized}.items()},
             "gemm_batch1_of_copy_bandwidth": {
                 f"{r['k']}x{r['n']}": r["variants"][r["default"]]["of_copy_bandwidth"]
                 for r in batch1}}
@@ -227,9 +245,9 @@ def main() -> int:
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--part", choices=["engine", "kernel"])
-    ap.add_argument("--engine", choices=ENGINES, default="bf16")
-    ap.add_argument("--no-tinygemm", action="store_true",
-                    help="skip the 4-bit engine with the w4a16_tinygemm switch")
+    ap.add_argument("--engine", choices=list(ENGINES), default="bf16")
+    ap.add_argument("--engines", default=",".join(e for e in ENGINES if e != "bf16"),
+                    help="the 4-bit engines to compare with bf16 (comma-separated)")
     args = ap.parse_args()
     if args.smoke:   # CPU tensors run the Triton kernel in its interpreter
         os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -242,12 +260,16 @@ def main() -> int:
     if args.part == "kernel":
         (out / "w4a16_kernel.json").write_text(json.dumps(kernel_part(args), indent=1))
         return 0
+    names = [e.strip() for e in args.engines.split(",") if e.strip()]
+    unknown = [e for e in names if e not in ENGINES or e == "bf16"]
+    if unknown or not names:
+        ap.error(f"--engines: unknown {unknown or 'none given'}; choose from "
+                 f"{', '.join(e for e in ENGINES if e != 'bf16')}")
     kernel = run_part("kernel", out, args.smoke)
     bf16 = run_part("engine", out, args.smoke, "bf16")
-    q4 = run_part("engine", out, args.smoke, "4bit")
-    tiny = None if args.no_tinygemm else run_part("engine", out, args.smoke, "4bit-tinygemm")
-    result = {"summary": summary(bf16, q4, kernel, tiny), "bf16": bf16, "4bit": q4,
-              "kernel": kernel, **({"4bit-tinygemm": tiny} if tiny else {})}
+    quantized = {e: run_part("engine", out, args.smoke, e) for e in names}
+    result = {"summary": summary(bf16, quantized, kernel), "bf16": bf16, **quantized,
+              "kernel": kernel}
     (out / "w4a16.json").write_text(json.dumps(result, indent=1))
     print(json.dumps(result["summary"], indent=1))
     return 0

@@ -20,6 +20,7 @@ def test_decode_ablation_smoke_writes_figures(tmp_path):
     names = [v["variant"] for v in result["variants"]]
     assert names[0] == "defaults" and names[-1] == "defaults_again"
     assert "rope_kv_write" in names
+    assert not [n for n in names if n.startswith("w4a16")]   # load-time 4-bit switches
     for row in result["variants"]:
         assert is_figure(row["batch1_ms"]) and is_figure(row["batch2_ms"])
         assert row["batch2_max_rel_diff"] < 1e-5      # fp32 on the CPU: the same states

@@ -26,10 +26,13 @@ HELP = {
                          "the pages, decodes of the step apart",
     "prefill_attention_tma": "the prefill kernel loads Q and the step's K/V through tensor "
                              "descriptors (TMA on Hopper)",
-    "w4a16_tinygemm": "4-bit linears with at most 64 rows (decode) run PyTorch's int4 GEMM "
-                      "(tinygemm) on a copy of their weights repacked at load, where the "
-                      "layer fits it (bf16, 4-bit, no act-order); the Triton kernel keeps "
-                      "the larger calls",
+    "w4a16_tinygemm": "4-bit linears with at most 4 rows (small decode batches) run "
+                      "PyTorch's int4 GEMM (tinygemm) on a copy of their weights repacked "
+                      "at load, where the layer fits it (bf16, 4-bit, no act-order); the "
+                      "Triton kernel keeps the larger calls",
+    "w4a16_nibble": "quantized linears with at most 64 rows (decode) run the Triton kernel "
+                    "that takes a dot per code position and scales after the dot "
+                    "(kernels/w4a16_nibble.py), where one group spans its K tile",
 }
 
 
@@ -39,6 +42,7 @@ class KernelSwitches:
     prefill_attention: bool = False
     prefill_attention_tma: bool = False
     w4a16_tinygemm: bool = False
+    w4a16_nibble: bool = False
 
     @classmethod
     def parse(cls, text: str | None) -> "KernelSwitches":

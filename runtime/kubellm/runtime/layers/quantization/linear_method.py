@@ -20,7 +20,10 @@ from kubellm.runtime.layers.quantization.rtn import quantize_rtn
 from kubellm.runtime.layers.quantization.spec import LinearQuantSpec
 
 PARAM_NAMES = ("qweight", "scales", "biases", "g_idx")
-TINYGEMM_MAX_ROWS = 64   # the decode batches; larger calls stay on the Triton kernel
+# tinygemm won at 1 and 4 rows on every Llama-3-8B projection and lost at 16 on three of
+# four (H200, benchmarks/results/gpu-h200-2026-12-01c: w4a16_kernel.json); the 4-bit
+# engine with it decoded batch 8 at 0.91x of the engine without it
+TINYGEMM_MAX_ROWS = 4
 
 
 class QuantizationLayoutError(ValueError):
@@ -142,8 +145,11 @@ class QuantizedLinearMethod:
             y = int4pack_mm(flat.contiguous(), *packed, spec.group_size)
         elif x.is_cuda:
             from kubellm.kernels.w4a16_gemm import w4a16_gemm
+            # the w4a16_nibble switch sets the variant (decode rows; w4a16_gemm keeps
+            # larger calls on its default)
             y = w4a16_gemm(flat if flat.stride(-1) == 1 else flat.contiguous(), layer.qweight,
-                           layer.scales, layer.biases, spec.group_size, spec.bits, layer.g_idx)
+                           layer.scales, layer.biases, spec.group_size, spec.bits, layer.g_idx,
+                           variant=getattr(layer, "w4a16_variant", None))
         else:  # CPU: dequantize this layer for this call, then one matmul
             w = dequantize(layer.qweight, layer.scales, layer.biases, spec.group_size,
                            spec.bits, layer.g_idx, dtype=x.dtype)
