@@ -3,6 +3,7 @@ dequantize-then-matmul reference: CPU interpreter at small shapes whose groups i
 (group 128 for 4-bit, 64 for 8-bit), both launch modes; GPU at Llama-3-8B shapes."""
 import pytest
 import torch
+
 from kubellm.kernels import w4a16_nibble
 from kubellm.kernels.w4a16_gemm import w4a16_gemm
 

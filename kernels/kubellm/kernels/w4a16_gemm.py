@@ -15,13 +15,9 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+
 from kubellm.kernels import w4a16_nibble
-from kubellm.kernels._launch import (
-    FLOAT_DTYPES,
-    check_tensor,
-    is_interpreted,
-    kernel_for,
-)
+from kubellm.kernels._launch import FLOAT_DTYPES, check_tensor, is_interpreted, kernel_for
 from kubellm.kernels.quant_layout import codes_per_word, dequantize
 
 TOLERANCES = {torch.float32: (1e-4, 1e-4), torch.float16: (2e-3, 2e-3),

@@ -23,6 +23,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+
 from kubellm.kernels._launch import is_interpreted, kernel_for
 
 MAX_M = 64
