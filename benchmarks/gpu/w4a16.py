@@ -6,9 +6,8 @@ biases layout every checkpoint format is repacked into).
 - decode tok/s at batch 1, 8, 32, 64, 256, context 512, for both engines;
 - workload W (workload_w.py) for both;
 - weight GiB and KV-cache blocks of both;
-- the 4-bit engine again with kernel switches (ENGINES): w4a16_nibble (decode's linears
-  through kernels/w4a16_nibble.py), and that with w4a16_tinygemm (calls of up to 4 rows
-  through PyTorch's int4 GEMM on a repacked copy); --engines picks which run;
+- the 4-bit engine again with the w4a16_tinygemm switch (ENGINES: linear calls of up to
+  4 rows through PyTorch's int4 GEMM on a repacked copy); --engines picks which run;
 - the W4A16 GEMM alone at batch 1..64 on each projection shape: bytes of weights read per
   second against the copy bandwidth measured in the run, bf16 cuBLAS (F.linear) and
   PyTorch's int4 GEMM (tinygemm, kernels/tinygemm.py) on the same shapes.
@@ -37,8 +36,7 @@ GEMM_SHAPES = [(4096, 6144), (4096, 4096), (4096, 28672), (14336, 4096)]
 SMOKE_GEMM_SHAPES = [(64, 128), (128, 64)]   # the second one tinygemm takes too
 KERNEL_BATCHES = (1, 4, 16, 64)
 # engine -> its kernel switches (None: bf16); every 4-bit one is compared with bf16
-ENGINES = {"bf16": None, "4bit": "", "4bit-nibble": "w4a16_nibble",
-           "4bit-nibble-tinygemm": "w4a16_nibble,w4a16_tinygemm"}
+ENGINES = {"bf16": None, "4bit": "", "4bit-tinygemm": "w4a16_tinygemm"}
 COLD_BYTES = 256 * 2**20     # weight copies per timed shape: more than the L2 holds
 
 
@@ -105,11 +103,9 @@ def kernel_part(args) -> dict:
         W.DEVICE, W.DTYPE = "cpu", torch.float32
     dtype = W.DTYPE
     copy_tb_s = W.measure_ceilings()["copy_tb_s"]
+    group = SMOKE_GROUP if args.smoke else GROUP_SIZE
     rows = []
     for k, n in (SMOKE_GEMM_SHAPES if args.smoke else GEMM_SHAPES):
-        # smoke: groups of 128 where K holds them, so the nibble variants run too
-        group = (GROUP_SIZE if k % GROUP_SIZE == 0 else SMOKE_GROUP) if args.smoke \
-            else GROUP_SIZE
         gen = torch.Generator().manual_seed(k + n)
         qweight = pack_codes(torch.randint(0, 16, (k, n), generator=gen), 4)
         scales = torch.rand(k // group, n, generator=gen) * 0.01
@@ -129,11 +125,10 @@ def kernel_part(args) -> dict:
             x = torch.randn(m, k, generator=gen).to(device, dtype)
             us_dense = call_us([lambda w=w: torch.nn.functional.linear(x, w) for w in dense],
                                device)
-            row = {"k": k, "n": n, "m": m, "group_size": group,
-                   "bf16_linear_us": significant(us_dense),
+            row = {"k": k, "n": n, "m": m, "bf16_linear_us": significant(us_dense),
                    "default": DEFAULT_VARIANT, "variants": {}}
             for variant in VARIANTS:
-                if not variant_takes(variant, m, k, group):
+                if not variant_takes(variant, m):
                     continue
                 us = call_us([lambda q=q, v=variant: w4a16_gemm(x, *q, group, 4, variant=v)
                               for q in quant], device)
@@ -157,20 +152,14 @@ def kernel_part(args) -> dict:
             row["best"] = min(row["variants"], key=lambda v: row["variants"][v]["us"])
             rows.append(row)
             print("gemm", json.dumps(row), flush=True)
-    return {"copy_tb_s": copy_tb_s, "timing": "cuda-graph replays"
+    return {"copy_tb_s": copy_tb_s, "group_size": group, "timing": "cuda-graph replays"
             if device == "cuda" else "wall clock", "gemm": rows}
 
 
-def variant_takes(variant: str, m: int, k: int, group: int) -> bool:
-    """Whether `variant` runs these rows and groups itself (w4a16_gemm would run another
-    kernel in its place, timed under the wrong name)."""
-    from kubellm.kernels import w4a16_nibble
+def variant_takes(variant: str, m: int) -> bool:
+    """Whether `variant` runs these rows (gemv takes at most GEMV_MAX_M)."""
     from kubellm.kernels.w4a16_gemm import GEMV_MAX_M
-    if variant == "gemv":
-        return m <= GEMV_MAX_M
-    if variant.startswith("nibble"):
-        return w4a16_nibble.unsupported_reason(m, k, 4, group, False) is None
-    return True
+    return variant != "gemv" or m <= GEMV_MAX_M
 
 
 def call_us(calls, device: str, replays: int = 20) -> float:
@@ -232,7 +221,8 @@ def summary(bf16: dict, quantized: dict[str, dict], kernel: dict) -> dict:
                 name: significant(e["workload_w"]["output_tok_s"] /
                                   bf16["workload_w"]["output_tok_s"], 3)
                 for name, e in quantized.items()},
-            "weight_gib": {name: e["weight_gib"] for name, e in {"bf16": bf16, **quantized}.items()},
+            "weight_gib": {name: e["weight_gib"]
+                           for name, e in {"bf16": bf16, **quantized}.items()},
             "kv_blocks": {name: e["num_kv_blocks"]
                           for name, e in {"bf16": bf16, **quantized}.items()},
             "gemm_batch1_of_copy_bandwidth": {

@@ -11,12 +11,10 @@ from tests.figures import is_figure
 
 
 def test_w4a16_smoke_writes_figures(tmp_path):
-    # two of the 4-bit engines: without switches, and with both 4-bit switches
-    run_module("benchmarks.gpu.w4a16", "--smoke", "--out", tmp_path,
-               "--engines", "4bit,4bit-nibble-tinygemm", timeout=900)
+    run_module("benchmarks.gpu.w4a16", "--smoke", "--out", tmp_path, timeout=900)
     result = json.loads((tmp_path / "w4a16.json").read_text())
     summary = result["summary"]
-    engines = {"4bit", "4bit-nibble-tinygemm"}
+    engines = {"4bit", "4bit-tinygemm"}   # every 4-bit engine by default
     assert set(summary["decode_speedup_vs_bf16"]) == engines
     assert all(set(rates) == {"1", "4"} and all(is_figure(v) for v in rates.values())
                for rates in summary["decode_speedup_vs_bf16"].values())
@@ -24,7 +22,7 @@ def test_w4a16_smoke_writes_figures(tmp_path):
     assert all(is_figure(v) for v in summary["workload_w_ratio_vs_bf16"].values())
     assert result["4bit"]["quantization"] == "4bit" and "quantization" not in result["bf16"]
     assert "kernel_switches" not in result["4bit"]
-    assert result["4bit-nibble-tinygemm"]["kernel_switches"] == "w4a16_nibble,w4a16_tinygemm"
+    assert result["4bit-tinygemm"]["kernel_switches"] == "w4a16_tinygemm"
     # the 4-bit engine holds its linears in about a fifth of fp32's bytes (groups of 32)
     assert result["4bit"]["linear_weight_bytes"] < result["bf16"]["linear_weight_bytes"] / 4
     assert min(result["4bit"]["num_kv_blocks"], result["bf16"]["num_kv_blocks"]) > 0
@@ -32,14 +30,9 @@ def test_w4a16_smoke_writes_figures(tmp_path):
     gemm = result["kernel"]["gemm"]
     assert {(r["k"], r["n"], r["m"]) for r in gemm} == {(64, 128, 1), (64, 128, 4),
                                                         (128, 64, 1), (128, 64, 4)}
-    # every variant that takes the rows and groups is timed: gemv up to its row limit,
-    # the nibble kernels where a group spans their K tile (groups of 128 with K = 128)
-    for r in gemm:
-        takes = {"gemv", "dot", "dot-rows"} if r["m"] <= GEMV_MAX_M else {"dot", "dot-rows"}
-        if r["group_size"] == 128:
-            takes |= {"nibble", "nibble-direct"}
-        assert set(r["variants"]) == takes
-    assert {r["group_size"] for r in gemm if r["k"] == 128} == {128}
+    # every variant that takes the rows is timed: gemv only up to its row limit
+    assert all(set(r["variants"]) == ({"gemv", "dot", "dot-rows"} if r["m"] <= GEMV_MAX_M
+                                      else {"dot", "dot-rows"}) for r in gemm)
     assert all(is_figure(v["weight_read_tb_s"]) and is_figure(v["of_copy_bandwidth"])
                for r in gemm for v in r["variants"].values())
     assert all(r["best"] in r["variants"] and r["default"] in r["variants"] for r in gemm)

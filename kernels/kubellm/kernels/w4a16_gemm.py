@@ -16,7 +16,6 @@ import torch
 import triton
 import triton.language as tl
 
-from kubellm.kernels import w4a16_nibble
 from kubellm.kernels._launch import FLOAT_DTYPES, check_tensor, is_interpreted, kernel_for
 from kubellm.kernels.quant_layout import codes_per_word, dequantize
 
@@ -239,11 +238,11 @@ _gemv_tuned = triton.autotune(configs=_gemv_configs(), key=_KEY[:-1],
 # Measured on the H200 (CUDA-graph replays, Llama-3-8B projections, batch 1-64, two
 # runs): no variant beat "dot" by more than the 5-20% the same point moved between runs,
 # and "gemv" lost 2-3x at 4 rows, so "dot" is the default; the others stay selectable for
-# the benchmark that compares them (benchmarks/gpu/w4a16.py --part kernel).
-# "nibble" / "nibble-direct": w4a16_nibble.py (decode rows, one group per K tile: a dot
-# per code position, scale after the dot; split-K or not), the dot kernel where the
-# layer's groups or rows do not allow it.
-VARIANTS = ("gemv", "dot", "dot-rows", "nibble", "nibble-direct")
+# the benchmark that compares them (benchmarks/gpu/w4a16.py --part kernel). A fourth
+# variant, a dot per code position with the scale applied after the dot (no reshape, a
+# shift, a mask and a conversion per weight), lost to "dot" at every shape and batch 1-64
+# on the H200 (1.1-3.9x slower, benchmarks/results/gpu-h200-2026-12-01c) and was removed.
+VARIANTS = ("gemv", "dot", "dot-rows")
 DEFAULT_VARIANT = "dot"   # every M: the dot kernel's tiling follows M (decode or prefill)
 GEMV_MAX_M = 4
 
@@ -294,12 +293,6 @@ def w4a16_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
     decode = m <= DECODE_MAX_M
     if m == 0 or n == 0:
         return torch.zeros((m, n), dtype=x.dtype, device=x.device)
-    if variant.startswith("nibble"):
-        if w4a16_nibble.unsupported_reason(m, k, bits, group_size, g_idx is not None) is None:
-            return w4a16_nibble.w4a16_nibble_gemm(
-                x, qweight, scales, biases, group_size, bits,
-                mode="direct" if variant == "nibble-direct" else "split")
-        variant = "dot"
     out = torch.zeros((m, n), dtype=torch.float32, device=x.device) if decode else \
         torch.empty((m, n), dtype=x.dtype, device=x.device)
     if variant == "gemv":

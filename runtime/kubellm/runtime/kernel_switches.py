@@ -30,9 +30,6 @@ HELP = {
                       "PyTorch's int4 GEMM (tinygemm) on a copy of their weights repacked "
                       "at load, where the layer fits it (bf16, 4-bit, no act-order); the "
                       "Triton kernel keeps the larger calls",
-    "w4a16_nibble": "quantized linears with at most 64 rows (decode) run the Triton kernel "
-                    "that takes a dot per code position and scales after the dot "
-                    "(kernels/w4a16_nibble.py), where one group spans its K tile",
 }
 
 
@@ -42,7 +39,6 @@ class KernelSwitches:
     prefill_attention: bool = False
     prefill_attention_tma: bool = False
     w4a16_tinygemm: bool = False
-    w4a16_nibble: bool = False
 
     @classmethod
     def parse(cls, text: str | None) -> "KernelSwitches":

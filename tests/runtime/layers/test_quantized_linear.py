@@ -152,15 +152,3 @@ def test_tinygemm_copy_serves_decode_rows_and_larger_calls_keep_the_layout(as_ra
     assert "bf16 activations" in fp32.quant_method.add_tinygemm(fp32)
     assert getattr(fp32, "tinygemm", None) is None
 
-
-def test_the_nibble_switch_marks_every_quantized_linear_and_no_other(as_rank):
-    """The w4a16_nibble switch's runner part: each quantized linear calls w4a16_gemm with
-    the nibble variant (on CUDA; w4a16_gemm keeps rows and groups it cannot take on its
-    default); float linears are left alone."""
-    from kubellm.runtime.worker.model_runner import _use_w4a16_variant
-    as_rank(1, 0)
-    model = torch.nn.Sequential(quantized(ColumnParallelLinear(256, 64), group_size=64),
-                                ColumnParallelLinear(64, 8))
-    _use_w4a16_variant(model, "nibble")
-    assert model[0].w4a16_variant == "nibble"
-    assert not hasattr(model[1], "w4a16_variant")

@@ -43,13 +43,6 @@ def _use_tinygemm(model: torch.nn.Module) -> None:
              "".join(f"; {n} kept the Triton kernel: {why}" for why, n in kept.items()))
 
 
-def _use_w4a16_variant(model: torch.nn.Module, variant: str) -> None:
-    """The w4a16_nibble switch: every quantized linear calls w4a16_gemm with `variant`."""
-    for module in model.modules():
-        if hasattr(getattr(module, "quant_method", None), "add_tinygemm"):
-            module.w4a16_variant = variant
-
-
 class ModelRunner:
     def __init__(self, model: torch.nn.Module, sampler, device: torch.device,
                  dtype: torch.dtype, block_size: int, attention_backend: str = "torch",
@@ -69,8 +62,6 @@ class ModelRunner:
             layer.switches = self.switches
         if self.switches.w4a16_tinygemm and device.type == "cuda":
             _use_tinygemm(model)
-        if self.switches.w4a16_nibble:
-            _use_w4a16_variant(model, "nibble")
         self.vocab_size = model.args.vocab_size
         self.graphs = None            # DecodeGraphs once captured (CUDA, triton backend)
         self.host_time_s = 0.0        # input preparation, summed over steps

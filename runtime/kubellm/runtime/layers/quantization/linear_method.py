@@ -145,11 +145,8 @@ class QuantizedLinearMethod:
             y = int4pack_mm(flat.contiguous(), *packed, spec.group_size)
         elif x.is_cuda:
             from kubellm.kernels.w4a16_gemm import w4a16_gemm
-            # the w4a16_nibble switch sets the variant (decode rows; w4a16_gemm keeps
-            # larger calls on its default)
             y = w4a16_gemm(flat if flat.stride(-1) == 1 else flat.contiguous(), layer.qweight,
-                           layer.scales, layer.biases, spec.group_size, spec.bits, layer.g_idx,
-                           variant=getattr(layer, "w4a16_variant", None))
+                           layer.scales, layer.biases, spec.group_size, spec.bits, layer.g_idx)
         else:  # CPU: dequantize this layer for this call, then one matmul
             w = dequantize(layer.qweight, layer.scales, layer.biases, spec.group_size,
                            spec.bits, layer.g_idx, dtype=x.dtype)
