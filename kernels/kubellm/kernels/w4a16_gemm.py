@@ -241,7 +241,7 @@ _gemv_tuned = triton.autotune(configs=_gemv_configs(), key=_KEY[:-1],
 # the benchmark that compares them (benchmarks/gpu/w4a16.py --part kernel). A fourth
 # variant, a dot per code position with the scale applied after the dot (no reshape, a
 # shift, a mask and a conversion per weight), lost to "dot" at every shape and batch 1-64
-# on the H200 (1.1-3.9x slower, benchmarks/results/gpu-h200-2026-12-01c) and was removed.
+# on the H200 (1.2-3.9x slower, benchmarks/results/gpu-h200-2026-12-01c) and was removed.
 VARIANTS = ("gemv", "dot", "dot-rows")
 DEFAULT_VARIANT = "dot"   # every M: the dot kernel's tiling follows M (decode or prefill)
 GEMV_MAX_M = 4

@@ -20,8 +20,8 @@ from kubellm.runtime.layers.quantization.rtn import quantize_rtn
 from kubellm.runtime.layers.quantization.spec import LinearQuantSpec
 
 PARAM_NAMES = ("qweight", "scales", "biases", "g_idx")
-# tinygemm won at 1 and 4 rows on every Llama-3-8B projection and lost at 16 on three of
-# four (H200, benchmarks/results/gpu-h200-2026-12-01c: w4a16_kernel.json); the 4-bit
+# tinygemm won at 1 and 4 rows on every Llama-3-8B projection and lost at 16 and 64 on
+# every one (H200, benchmarks/results/gpu-h200-2026-12-01c: w4a16_kernel.json); the 4-bit
 # engine with it decoded batch 8 at 0.91x of the engine without it
 TINYGEMM_MAX_ROWS = 4
 
