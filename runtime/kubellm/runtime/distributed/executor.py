@@ -70,7 +70,7 @@ class DistributedExecutor:
         self._keepalive_s = max(1.0, timeout_s / 4)
         self._heartbeat_timeout_s = heartbeat_timeout_s
         self.heartbeat = Heartbeat(parallel.heartbeat_group, heartbeat_timeout_s,
-                                   lambda why: self._fail(f"lost a rank: {why}"))
+                                   self._on_heartbeat_lost)
 
     def start(self) -> None:
         """Every rank is built: failures are this engine's from now on; start the liveness
@@ -138,6 +138,12 @@ class DistributedExecutor:
     def remove_dead_callback(self, callback) -> None:
         if callback in self._dead_callbacks:
             self._dead_callbacks.remove(callback)
+
+    def _on_heartbeat_lost(self, why: str) -> None:
+        # A killed worker breaks the heartbeat's collective at once, often before the
+        # watchdog's next look at the process table: name the rank that died, as a failed
+        # step does (a hung rank or another node's is not in that table: then `why` alone)
+        self._fail(self.supervisor.explain(f"lost a rank: {why}"))
 
     def _fail(self, reason: str) -> EngineDeadError:
         with self._fail_lock:
