@@ -97,7 +97,7 @@ def kernel_part(args) -> dict:
     from benchmarks.gpu import workload_w as W
     from kubellm.kernels import tinygemm
     from kubellm.kernels.quant_layout import pack_codes
-    from kubellm.kernels.w4a16_gemm import DEFAULT_VARIANT, VARIANTS, w4a16_gemm
+    from kubellm.kernels.w4a16_gemm import DEFAULT_VARIANT, GEMV_MAX_M, VARIANTS, w4a16_gemm
     device = "cpu" if args.smoke else "cuda"
     if args.smoke:
         W.DEVICE, W.DTYPE = "cpu", torch.float32
@@ -128,7 +128,7 @@ def kernel_part(args) -> dict:
             row = {"k": k, "n": n, "m": m, "bf16_linear_us": significant(us_dense),
                    "default": DEFAULT_VARIANT, "variants": {}}
             for variant in VARIANTS:
-                if not variant_takes(variant, m):
+                if variant == "gemv" and m > GEMV_MAX_M:
                     continue
                 us = call_us([lambda q=q, v=variant: w4a16_gemm(x, *q, group, 4, variant=v)
                               for q in quant], device)
@@ -154,12 +154,6 @@ def kernel_part(args) -> dict:
             print("gemm", json.dumps(row), flush=True)
     return {"copy_tb_s": copy_tb_s, "group_size": group, "timing": "cuda-graph replays"
             if device == "cuda" else "wall clock", "gemm": rows}
-
-
-def variant_takes(variant: str, m: int) -> bool:
-    """Whether `variant` runs these rows (gemv takes at most GEMV_MAX_M)."""
-    from kubellm.kernels.w4a16_gemm import GEMV_MAX_M
-    return variant != "gemv" or m <= GEMV_MAX_M
 
 
 def call_us(calls, device: str, replays: int = 20) -> float:
@@ -212,7 +206,7 @@ def summary(bf16: dict, quantized: dict[str, dict], kernel: dict) -> dict:
     """Each 4-bit engine's decode rates and W against bf16's, memory, and the batch-1 GEMM
     (the default variant: what the engine without switches runs) against the copy rate."""
     rate = lambda e: {r["batch"]: r["decode_tok_s"] for r in e["decode"]}  # noqa: E731
-    base = rate(bf16)
+    base, every = rate(bf16), {"bf16": bf16, **quantized}
     batch1 = [r for r in kernel["gemm"] if r["m"] == 1]
     return {"decode_speedup_vs_bf16": {
                 name: {b: significant(rate(e)[b] / base[b], 3) for b in base}
@@ -221,10 +215,8 @@ def summary(bf16: dict, quantized: dict[str, dict], kernel: dict) -> dict:
                 name: significant(e["workload_w"]["output_tok_s"] /
                                   bf16["workload_w"]["output_tok_s"], 3)
                 for name, e in quantized.items()},
-            "weight_gib": {name: e["weight_gib"]
-                           for name, e in {"bf16": bf16, **quantized}.items()},
-            "kv_blocks": {name: e["num_kv_blocks"]
-                          for name, e in {"bf16": bf16, **quantized}.items()},
+            "weight_gib": {name: e["weight_gib"] for name, e in every.items()},
+            "kv_blocks": {name: e["num_kv_blocks"] for name, e in every.items()},
             "gemm_batch1_of_copy_bandwidth": {
                 f"{r['k']}x{r['n']}": r["variants"][r["default"]]["of_copy_bandwidth"]
                 for r in batch1}}
