@@ -73,6 +73,13 @@ def test_every_variant_matches_reference(variant, dtype):
         check(m, weight, dtype, variant=variant)
 
 
+def test_gemv_with_a_last_program_past_k():
+    """K=96 is three of the interpreter's 32-row tiles: the second program's second tile
+    lies past K and must add nothing (its scales are not read either)."""
+    weight, _ = make_weight(96, 40, group_size=32)
+    check(2, weight, torch.float32, variant="gemv")
+
+
 def test_gemv_refuses_more_rows_than_it_takes():
     weight, _ = make_weight(64, 16)
     with pytest.raises(ValueError, match=f"at most {GEMV_MAX_M} rows"):

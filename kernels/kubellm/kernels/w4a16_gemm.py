@@ -108,8 +108,8 @@ def _w4a16_kernel(
             acc += tl.dot(x, w.to(x.dtype), input_precision=DOT_PRECISION)
     out_at = out_ptr + offs_m[:, None] * stride_om + offs_n[None, :]
     mask = mask_m[:, None] & mask_n[None, :]
-    if ATOMIC:
-        tl.atomic_add(out_at, acc, mask=mask)
+    if ATOMIC:   # relaxed: the split-K partial sums need no ordering between programs
+        tl.atomic_add(out_at, acc, mask=mask, sem="relaxed")
     else:
         tl.store(out_at, acc.to(out_ptr.dtype.element_ty), mask=mask)
 
@@ -121,7 +121,7 @@ def _w4a16_gemv_kernel(
     scale_ptr,    # [num_groups, N]
     bias_ptr,     # [num_groups, N]
     gidx_ptr,     # [K] int32 group of each row (HAS_G_IDX)
-    out_ptr,      # [M, N]: x's dtype, or fp32 zeros summed into atomically (ATOMIC)
+    out_ptr,      # [M, N] fp32 zeros, summed into atomically
     M, N, K,
     M_BUCKET,     # next power of two of M: only the autotuner's key
     stride_xm, stride_qk, stride_sg, stride_om,
@@ -131,13 +131,19 @@ def _w4a16_gemv_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_KW: tl.constexpr,       # packed words per tile along K (BLOCK_KW * PACK rows)
-    SPLIT_K: tl.constexpr,
-    ATOMIC: tl.constexpr,
+    TILES: tl.constexpr,          # K tiles per program
 ):
     """A few rows: no tensor-core tile to fill (a dot pads M to 16 and needs the codes in
     its operand layout), so each word's PACK codes are unpacked in place and multiplied
     with the matching K rows of x, summed over K in fp32. Where a tile lies in one group,
-    sum_k x_k (c_k s + b) = s sum_k x_k c_k + b sum_k x_k: one scale and bias per tile."""
+    sum_k x_k (c_k s + b) = s sum_k x_k c_k + b sum_k x_k: one scale and bias per tile.
+
+    A program takes only TILES tiles of K (1-4), so K is split over many programs: with
+    one row the loop's loads are not pipelined, and it is the number of programs resident
+    on each SM, each with its tile in flight, that keeps enough bytes on the way from
+    memory (an earlier version split K in 2-16 parts of up to 16 tiles and read weights
+    at 0.17 of the copy bandwidth). The weights are read once (evict first); the partial
+    sums are added with relaxed atomics (no ordering is needed between programs)."""
     PACK: tl.constexpr = 32 // BITS
     BLOCK_K: tl.constexpr = BLOCK_KW * PACK
     CODE_MASK: tl.constexpr = (1 << BITS) - 1
@@ -147,24 +153,24 @@ def _w4a16_gemv_kernel(
     offs_m = tl.arange(0, BLOCK_M)
     mask_n = offs_n < N
     mask_m = offs_m < M
-    num_tiles = tl.cdiv(K, BLOCK_K)
-    per_split = tl.cdiv(num_tiles, SPLIT_K)
-    first = pid_k * per_split
-    last = tl.minimum(first + per_split, num_tiles)
     # [rows, K words, N] partial sums: each thread keeps its own until after the K loop
     # (a reduction over K per tile moved data between threads every iteration)
     acc = tl.zeros((BLOCK_M, BLOCK_KW, BLOCK_N), dtype=tl.float32)
-    for t in range(first, last):
+    for i in range(TILES):
+        t = pid_k * TILES + i
         offs_w = t * BLOCK_KW + tl.arange(0, BLOCK_KW)
         mask_w = offs_w < K // PACK
         words = tl.load(qw_ptr + offs_w[:, None] * stride_qk + offs_n[None, :],
-                        mask=mask_w[:, None] & mask_n[None, :], other=0)
+                        mask=mask_w[:, None] & mask_n[None, :], other=0,
+                        eviction_policy="evict_first")
         x_rows = x_ptr + offs_m[:, None] * stride_xm
         mask_x = mask_m[:, None] & mask_w[None, :]
         if (GROUP_SIZE % BLOCK_K == 0) and not HAS_G_IDX:
             at = (t * BLOCK_K // GROUP_SIZE) * stride_sg + offs_n
-            scale = tl.load(scale_ptr + at, mask=mask_n, other=0.0).to(tl.float32)
-            bias = tl.load(bias_ptr + at, mask=mask_n, other=0.0).to(tl.float32)
+            mask_g = mask_n & (offs_n * 0 + t * BLOCK_K < K)   # (a last program's tile
+            # may lie past K)
+            scale = tl.load(scale_ptr + at, mask=mask_g, other=0.0).to(tl.float32)
+            bias = tl.load(bias_ptr + at, mask=mask_g, other=0.0).to(tl.float32)
             xc = tl.zeros((BLOCK_M, BLOCK_KW, BLOCK_N), dtype=tl.float32)
             x_sum = tl.zeros((BLOCK_M, BLOCK_KW), dtype=tl.float32)
             for j in tl.static_range(PACK):
@@ -190,23 +196,19 @@ def _w4a16_gemv_kernel(
                 acc += xk[:, :, None] * w[None, :, :]
     out = tl.sum(acc, axis=1)
     out_at = out_ptr + offs_m[:, None] * stride_om + offs_n[None, :]
-    mask = mask_m[:, None] & mask_n[None, :]
-    if ATOMIC:
-        tl.atomic_add(out_at, out, mask=mask)
-    else:
-        tl.store(out_at, out.to(out_ptr.dtype.element_ty), mask=mask)
+    tl.atomic_add(out_at, out, mask=mask_m[:, None] & mask_n[None, :], sem="relaxed")
 
 
 def _gemv_configs():
-    # weight-read bound with 1-4 rows: K split so that several programs per SM stream
-    # words; tiles small enough that the [rows, K words, N] sums stay in registers
-    return [triton.Config({"BLOCK_N": n, "BLOCK_KW": kw, "SPLIT_K": s},
-                          num_warps=w, num_stages=st)
-            for n, kw, s, w, st in ((128, 16, 4, 4, 3), (256, 16, 4, 8, 3),
-                                    (128, 8, 8, 4, 3), (256, 8, 8, 4, 3),
-                                    (64, 16, 8, 2, 3), (128, 16, 8, 4, 4),
-                                    (512, 8, 4, 8, 3), (128, 4, 16, 4, 3),
-                                    (256, 16, 2, 8, 3), (64, 8, 16, 2, 4))]
+    # weight-read bound with 1-4 rows: a few tiles of K per program, so that many
+    # programs (each with its words in flight) sit on every SM; tiles small enough that
+    # the [rows, K words, N] sums stay in registers
+    return [triton.Config({"BLOCK_N": n, "BLOCK_KW": kw, "TILES": t}, num_warps=w,
+                          num_stages=1)
+            for n, kw, t, w in ((256, 16, 1, 4), (512, 16, 1, 8), (128, 16, 1, 2),
+                                (256, 8, 1, 2), (256, 16, 2, 4), (512, 16, 2, 8),
+                                (128, 16, 2, 4), (256, 16, 4, 4), (1024, 8, 1, 8),
+                                (128, 8, 4, 2))]
 
 
 def _configs(decode: bool):
@@ -219,7 +221,8 @@ def _configs(decode: bool):
                                        (64, 128, 4, 4, 3), (128, 64, 4, 4, 4),
                                        (64, 256, 4, 4, 3), (128, 128, 8, 4, 3),
                                        (64, 128, 8, 4, 4), (256, 64, 4, 8, 3),
-                                       (128, 256, 2, 8, 3), (64, 64, 16, 4, 4))]
+                                       (128, 256, 2, 8, 3), (64, 64, 16, 4, 4),
+                                       (128, 128, 16, 4, 3), (64, 128, 32, 4, 2))]
     return [triton.Config({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "SPLIT_K": 1},
                           num_warps=w, num_stages=st)
             for m, n, k, w, st in ((64, 128, 64, 4, 3), (128, 128, 64, 8, 3),
@@ -324,12 +327,14 @@ def _launch_gemv(x, qweight, scales, biases, group_size, bits, g_idx, out):
     n = qweight.shape[1]
     kernel = kernel_for(_w4a16_gemv_kernel, x.device, tuned=_gemv_tuned)
     kwargs = dict(BITS=bits, GROUP_SIZE=group_size, HAS_G_IDX=g_idx is not None,
-                  BLOCK_M=max(1, triton.next_power_of_2(m)), ATOMIC=True)
-    if is_interpreted(_w4a16_gemv_kernel):   # small fixed tiles; 2 K splits test the sum
-        kwargs.update(BLOCK_N=32, BLOCK_KW=4, SPLIT_K=2)
+                  BLOCK_M=max(1, triton.next_power_of_2(m)))
+    if is_interpreted(_w4a16_gemv_kernel):   # small fixed tiles; several programs sum
+        kwargs.update(BLOCK_N=32, BLOCK_KW=4, TILES=2)
+    pack = codes_per_word(bits)
 
     def grid(meta):
-        return (triton.cdiv(n, meta["BLOCK_N"]), meta["SPLIT_K"])
+        tiles = triton.cdiv(k, meta["BLOCK_KW"] * pack)
+        return (triton.cdiv(n, meta["BLOCK_N"]), triton.cdiv(tiles, meta["TILES"]))
     kernel[grid](x, qweight, scales, biases, g_idx if g_idx is not None else qweight, out,
                  m, n, k, kwargs["BLOCK_M"],
                  x.stride(0), qweight.stride(0), scales.stride(0), out.stride(0), **kwargs)
