@@ -36,8 +36,7 @@ GEMM_SHAPES = [(4096, 6144), (4096, 4096), (4096, 28672), (14336, 4096)]
 SMOKE_GEMM_SHAPES = [(64, 128), (128, 64)]   # the second one tinygemm takes too
 KERNEL_BATCHES = (1, 4, 16, 64)
 # engine -> its kernel switches (None: bf16); every 4-bit one is compared with bf16
-ENGINES = {"bf16": None, "4bit": "", "4bit-tinygemm": "w4a16_tinygemm",
-           "4bit-gemv": "w4a16_gemv"}
+ENGINES = {"bf16": None, "4bit": "", "4bit-tinygemm": "w4a16_tinygemm"}
 COLD_BYTES = 256 * 2**20     # weight copies per timed shape: more than the L2 holds
 
 

@@ -238,13 +238,16 @@ _gemv_tuned = triton.autotune(configs=_gemv_configs(), key=_KEY[:-1],
                               reset_to_zero=["out_ptr"])(_w4a16_gemv_kernel)
 # "gemv": the unpack-in-place kernel (M <= GEMV_MAX_M); "dot": tensor-core tiles, codes
 # unpacked by a reshape; "dot-rows": the same tiles, each K row loading its own word.
-# Measured on the H200 (CUDA-graph replays, Llama-3-8B projections, batch 1-64, two
-# runs): no variant beat "dot" by more than the 5-20% the same point moved between runs,
-# and "gemv" lost 2-3x at 4 rows, so "dot" is the default; the others stay selectable for
-# the benchmark that compares them (benchmarks/gpu/w4a16.py --part kernel). A fourth
-# variant, a dot per code position with the scale applied after the dot (no reshape, a
-# shift, a mask and a conversion per weight), lost to "dot" at every shape and batch 1-64
-# on the H200 (1.2-3.9x slower, benchmarks/results/gpu-h200-2026-12-01c) and was removed.
+# Measured on the H200 (CUDA-graph replays, Llama-3-8B projections, batch 1-64): "dot" is
+# the default. With relaxed atomics and splits of 16-32 (2026-12-02) it took 4096x6144 at
+# 1 / 4 / 16 / 64 rows from 24.3 / 25.4 / 26.2 / 34.4 us to 16.4 / 17.7 / 18.1 / 22.8;
+# the reworked "gemv" (1-4 tiles per program) tied it at 1 row (13.3-57.7 us against
+# 13.7-55.4 over the four shapes) and lost 1.7-2.4x at 4, so no switch sends calls to it;
+# it stays selectable for the benchmark that compares them (benchmarks/gpu/w4a16.py --part
+# kernel; benchmarks/results/gpu-h200-2026-12-02). A fourth variant, a dot per code
+# position with the scale applied after the dot (no reshape, a shift, a mask and a
+# conversion per weight), lost to "dot" at every shape and batch 1-64 on the H200
+# (1.2-3.9x slower, benchmarks/results/gpu-h200-2026-12-01c) and was removed.
 VARIANTS = ("gemv", "dot", "dot-rows")
 DEFAULT_VARIANT = "dot"   # every M: the dot kernel's tiling follows M (decode or prefill)
 GEMV_MAX_M = 4

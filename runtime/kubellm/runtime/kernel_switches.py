@@ -30,9 +30,6 @@ HELP = {
                       "PyTorch's int4 GEMM (tinygemm) on a copy of their weights repacked "
                       "at load, where the layer fits it (bf16, 4-bit, no act-order); the "
                       "Triton kernel keeps the larger calls",
-    "w4a16_gemv": "4-bit linears with at most 4 rows run the Triton GEMV kernel (codes "
-                  "unpacked in place, K split over many programs) instead of the "
-                  "tensor-core tiles; no extra memory",
 }
 
 
@@ -42,7 +39,6 @@ class KernelSwitches:
     prefill_attention: bool = False
     prefill_attention_tma: bool = False
     w4a16_tinygemm: bool = False
-    w4a16_gemv: bool = False
 
     @classmethod
     def parse(cls, text: str | None) -> "KernelSwitches":

@@ -65,10 +65,6 @@ class ModelRunner:
             layer.switches = self.switches
         if self.switches.w4a16_tinygemm and device.type == "cuda":
             _use_tinygemm(model)
-        if self.switches.w4a16_gemv:
-            for module in model.modules():   # read by the 4-bit linears' apply
-                if hasattr(getattr(module, "quant_method", None), "add_tinygemm"):
-                    module.w4a16_small_variant = "gemv"
         self.vocab_size = model.args.vocab_size
         self.graphs = None            # DecodeGraphs once captured (CUDA, triton backend)
         self.host_time_s = 0.0        # input preparation, summed over steps

@@ -144,13 +144,9 @@ class QuantizedLinearMethod:
             from kubellm.kernels.tinygemm import int4pack_mm
             y = int4pack_mm(flat.contiguous(), *packed, spec.group_size)
         elif x.is_cuda:
-            from kubellm.kernels.w4a16_gemm import GEMV_MAX_M, w4a16_gemm
-            # the w4a16_gemv switch (model_runner): small calls take the GEMV kernel
-            variant = getattr(layer, "w4a16_small_variant", None) \
-                if flat.shape[0] <= GEMV_MAX_M else None
+            from kubellm.kernels.w4a16_gemm import w4a16_gemm
             y = w4a16_gemm(flat if flat.stride(-1) == 1 else flat.contiguous(), layer.qweight,
-                           layer.scales, layer.biases, spec.group_size, spec.bits, layer.g_idx,
-                           variant=variant)
+                           layer.scales, layer.biases, spec.group_size, spec.bits, layer.g_idx)
         else:  # CPU: dequantize this layer for this call, then one matmul
             w = dequantize(layer.qweight, layer.scales, layer.biases, spec.group_size,
                            spec.bits, layer.g_idx, dtype=x.dtype)
