@@ -4,7 +4,9 @@ GPU has measured which is faster.
 Each switch is off by default (the measured path) until a GPU run shows it wins: the
 ``decode-ablation`` and ``prefill-attn`` stages of ``benchmarks/gpu/run_all.sh`` time
 every switch alone against the defaults in one run and write the winners to
-``$OUT/kernel_switches.txt``, which the later stages of that run use. Set them with
+``$OUT/kernel_switches.txt``, which the later stages of that run use. A switch that won
+on a kind of GPU is on by default there (``hardware_defaults``); the user's text still
+turns it off. Set them with
 ``--kernel-switches rope_kv_write,prefill_attention`` (a bare name is ``=on``;
 ``name=off`` too), or ``KUBELLM_KERNEL_SWITCHES``. The model runner hands one
 ``KernelSwitches`` to every attention layer; a benchmark may flip its fields between
@@ -41,10 +43,12 @@ class KernelSwitches:
     w4a16_tinygemm: bool = False
 
     @classmethod
-    def parse(cls, text: str | None) -> "KernelSwitches":
-        """``"a,b=off,c=on"`` -> switches; an unknown name or value raises a ConfigError
-        naming the field."""
-        switches = cls()
+    def parse(cls, text: str | None, capability: tuple[int, int] | None = None
+              ) -> "KernelSwitches":
+        """``"a,b=off,c=on"`` -> switches, over the defaults of a CUDA device of that
+        compute ``capability`` (None: no CUDA device, every switch off); an unknown name
+        or value raises a ConfigError naming the field."""
+        switches = hardware_defaults(capability)
         for item in (text or "").split(","):
             item = item.strip()
             if not item:
@@ -66,3 +70,23 @@ class KernelSwitches:
 
     def enabled(self) -> list[str]:
         return [f.name for f in fields(self) if getattr(self, f.name)]
+
+
+def hardware_defaults(capability: tuple[int, int] | None) -> KernelSwitches:
+    """The switches that won on this kind of GPU. Hopper and later (compute capability
+    9.0+): the prefill kernel with tensor-descriptor (TMA) loads, 1.07-1.25x the paged
+    kernel and 1.16-1.40x SDPA's flash backend at 512-32k tokens on the H200
+    (benchmarks/results/gpu-h200-2026-12-02); without TMA it is 0.6x, so older GPUs
+    keep the paged kernel."""
+    switches = KernelSwitches()
+    if capability is not None and tuple(capability) >= (9, 0):
+        switches.prefill_attention = switches.prefill_attention_tma = True
+    return switches
+
+
+def device_capability(device) -> tuple[int, int] | None:
+    """The compute capability of a CUDA ``device``; None for any other device."""
+    if getattr(device, "type", None) != "cuda":
+        return None
+    import torch
+    return tuple(torch.cuda.get_device_capability(device))

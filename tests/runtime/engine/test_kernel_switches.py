@@ -12,7 +12,8 @@ import torch
 from kubellm.runtime import LLM, SamplingParams
 from kubellm.runtime.config import EngineConfig
 from kubellm.runtime.config_sources import ConfigError
-from kubellm.runtime.kernel_switches import HELP, KernelSwitches
+from kubellm.runtime.kernel_switches import (HELP, KernelSwitches, device_capability,
+                                             hardware_defaults)
 
 MAX_TOKENS = 6
 # the interpreter is slow: the fused cache write alone (its keys never materialised),
@@ -67,3 +68,24 @@ def test_switches_parse_and_name_the_field():
         EngineConfig(kernel_switches="rope_kv_write=maybe")
     config = EngineConfig.from_sources(env={"KUBELLM_KERNEL_SWITCHES": "prefill_attention"})
     assert KernelSwitches.parse(config.kernel_switches).prefill_attention
+
+
+def test_hopper_defaults_to_the_tma_prefill_kernel_and_the_user_can_turn_it_off():
+    """What won on the H200 is on by default from compute capability 9.0; older GPUs and
+    the CPU keep every switch off; the user's text applies on top of the defaults."""
+    tma = ["prefill_attention", "prefill_attention_tma"]
+    assert hardware_defaults((9, 0)).enabled() == tma
+    assert hardware_defaults((10, 0)).enabled() == tma
+    assert hardware_defaults((8, 9)).enabled() == []
+    assert hardware_defaults(None).enabled() == []
+    assert KernelSwitches.parse("", (9, 0)).enabled() == tma
+    assert KernelSwitches.parse("prefill_attention_tma=off", (9, 0)).enabled() == \
+        ["prefill_attention"]
+    assert KernelSwitches.parse("rope_kv_write", (8, 0)).enabled() == ["rope_kv_write"]
+    assert device_capability(torch.device("cpu")) is None
+
+
+def test_the_engine_on_cpu_keeps_every_switch_off(reference):
+    path, _, _ = reference
+    llm = LLM(path, dtype="float32", max_num_batched_tokens=32, max_model_len=64)
+    assert llm.engine.executor.switches.enabled() == []

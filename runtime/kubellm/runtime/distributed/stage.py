@@ -16,7 +16,7 @@ import torch.distributed as dist
 
 from kubellm.runtime.config import EngineConfig
 from kubellm.runtime.config_sources import ConfigError
-from kubellm.runtime.kernel_switches import KernelSwitches
+from kubellm.runtime.kernel_switches import KernelSwitches, device_capability
 from kubellm.runtime.parallel import comm_timing
 from kubellm.runtime.parallel import state as ps
 from kubellm.runtime.distributed.layout import RankLayout
@@ -80,7 +80,8 @@ def build_stage_runner(config: EngineConfig, layout: RankLayout, plan: StagePlan
                            quantize_lm_head=config.quantize_lm_head)
     return ModelRunner(model, sampler, device, dtype, config.block_size,
                        attention_backend(config, device),
-                       KernelSwitches.parse(config.kernel_switches))
+                       KernelSwitches.parse(config.kernel_switches,
+                                            device_capability(device)))
 
 
 def agree_num_blocks(config: EngineConfig, runner, layout: RankLayout,

@@ -4,6 +4,8 @@ graphs), or over worker processes, one per tensor/pipeline-parallel rank
 too)."""
 from __future__ import annotations
 
+import logging
+
 import torch
 
 from kubellm.runtime.assembly import (assemble_engine, attention_backend, eos_token_ids,
@@ -11,7 +13,9 @@ from kubellm.runtime.assembly import (assemble_engine, attention_backend, eos_to
                                       resolve_dtype, resolve_max_model_len, resolve_model_dir,
                                       wants_graphs)
 from kubellm.runtime.config import EngineConfig
-from kubellm.runtime.kernel_switches import KernelSwitches
+from kubellm.runtime.kernel_switches import KernelSwitches, device_capability
+
+log = logging.getLogger(__name__)
 
 
 def build_engine(engine_cls, config: EngineConfig):
@@ -36,8 +40,11 @@ def build_engine(engine_cls, config: EngineConfig):
                        quantize_lm_head=config.quantize_lm_head)
     eos = eos_token_ids(model_dir, tokenizer, hf_config)
     backend = attention_backend(config, device)
+    switches = KernelSwitches.parse(config.kernel_switches, device_capability(device))
+    log.info("kernel switches (this device's defaults, then --kernel-switches %r): %s",
+             config.kernel_switches, switches.describe())
     runner = ModelRunner(model, Sampler(eos), device, dtype, config.block_size, backend,
-                         KernelSwitches.parse(config.kernel_switches))
+                         switches)
     try:
         num_blocks = num_kv_blocks(config, runner)
         return assemble_engine(engine_cls, config, tokenizer, runner, runner, num_blocks, eos,
