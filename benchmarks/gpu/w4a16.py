@@ -121,6 +121,11 @@ def kernel_part(args) -> dict:
         dense_copies = 1 if args.smoke else max(2, -(-COLD_BYTES // (2 * k * n)))
         dense = [torch.randn(n, k, generator=gen).to(device, dtype) * 0.02
                  for _ in range(dense_copies)]
+        # the same weights as 8-bit codes (twice the bytes, the same number of weights to
+        # unpack): a GEMM that takes as long with them is bound by its per-weight work,
+        # not by reading the weights
+        quant8 = [(pack_codes(torch.randint(0, 256, (k, n), generator=gen), 8).to(device),
+                   q[1], q[2]) for q in quant]
         for m in ((1, 4) if args.smoke else KERNEL_BATCHES):
             x = torch.randn(m, k, generator=gen).to(device, dtype)
             us_dense = call_us([lambda w=w: torch.nn.functional.linear(x, w) for w in dense],
@@ -149,6 +154,14 @@ def kernel_part(args) -> dict:
                                    significant(us_dense / us, 3), "max_abs_diff": error,
                                    "of_copy_bandwidth": significant(
                                        quant_bytes / (us * 1e-6) / 1e12 / copy_tb_s)}
+            us8 = call_us([lambda q=q: w4a16_gemm(x, *q, group, 8) for q in quant8], device)
+            # what a decode call spends around the kernel: its fp32 zeros and the cast back
+            us_around = call_us([lambda: torch.zeros((m, n), dtype=torch.float32,
+                                                     device=device).to(dtype)], device)
+            row["probe"] = {"8bit_us": significant(us8),
+                            "8bit_weight_read_tb_s": significant(
+                                2 * qweight.numel() * 4 / (us8 * 1e-6) / 1e12),
+                            "zeros_and_cast_us": significant(us_around)}
             row["best"] = min(row["variants"], key=lambda v: row["variants"][v]["us"])
             rows.append(row)
             print("gemm", json.dumps(row), flush=True)

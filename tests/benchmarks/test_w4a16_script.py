@@ -36,6 +36,9 @@ def test_w4a16_smoke_writes_figures(tmp_path):
     assert all(is_figure(v["weight_read_tb_s"]) and is_figure(v["of_copy_bandwidth"])
                for r in gemm for v in r["variants"].values())
     assert all(r["best"] in r["variants"] and r["default"] in r["variants"] for r in gemm)
+    # the probes: 8-bit codes on the same shape, and the zeros + cast around a decode call
+    assert all(is_figure(r["probe"][key]) for r in gemm
+               for key in ("8bit_us", "8bit_weight_read_tb_s", "zeros_and_cast_us"))
     # the peer (PyTorch's int4 GEMM) on the shape it takes, with the same product as ours
     peer = [r for r in gemm if "tinygemm" in r]
     assert {(r["k"], r["n"]) for r in peer} == {(128, 64)}
