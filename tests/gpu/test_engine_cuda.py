@@ -72,6 +72,10 @@ def _assert_top5_agreement(make_llm, path, hf, **engine_fields):
     llm = make_llm(path, skip_tokenizer_init=True, max_model_len=2048, max_num_seqs=16,
                    gpu_memory_utilization=0.5, **engine_fields)
     assert llm.engine.executor.backend_name == "triton"
+    if "kernel_switches" not in engine_fields:   # this GPU's defaults (on Hopper: TMA prefill)
+        from kubellm.runtime.kernel_switches import hardware_defaults
+        capability = torch.cuda.get_device_capability()
+        assert llm.engine.executor.switches == hardware_defaults(capability)
     assert llm.engine.executor.dtype == torch.bfloat16
     outs = llm.generate(prompts, SamplingParams(temperature=0, max_tokens=MAX_TOKENS,
                                                 ignore_eos=True, logprobs=5))
