@@ -208,6 +208,28 @@ def plot(sweep, path):
     fig.savefig(path, dpi=120)
 
 
+def switch_ab(llm, prompts, names: list[str]) -> dict:
+    """W with the named kernel switches off and on, alternately (off, on, off, on), on
+    one engine that has already run W once (so first-use compilation is behind it): the
+    steady effect of the switches, apart from the machine's drift. CUDA graphs keep what
+    they captured; the switches named here act on eager steps (prefills)."""
+    switches = llm.engine.executor.switches
+    unknown = [n for n in names if not hasattr(switches, n)]
+    if unknown:
+        raise SystemExit(f"--switch-ab: unknown switches {unknown}")
+    before = {n: getattr(switches, n) for n in names}
+    runs = {"off": [], "on": []}
+    for state in ("off", "on", "off", "on"):
+        for n in names:
+            setattr(switches, n, state == "on")
+        runs[state].append(run_ours(llm, prompts)["output_tok_s"])
+    for n, value in before.items():
+        setattr(switches, n, value)
+    best = {state: max(rates) for state, rates in runs.items()}
+    return {"switches": names, "output_tok_s": runs,
+            "on_over_off": round(best["on"] / best["off"], 3)}
+
+
 def use_smoke_sizes() -> None:
     """The tiny shape and workload on the CPU (--smoke; other scripts reuse it)."""
     global NUM_REQUESTS, LOW, HIGH, OUTPUT_LEN, SHAPE, DEVICE, DTYPE
@@ -222,6 +244,9 @@ def main() -> int:
     ap.add_argument("--skip-sweep", action="store_true")
     ap.add_argument("--smoke", action="store_true",
                     help="a tiny shape and workload on the CPU, to check the script itself")
+    ap.add_argument("--switch-ab", default="",
+                    help="kernel switches (comma-separated) to A/B on the same engine after "
+                         "the first W: W with them off, on, off, on (then nothing else)")
     args = ap.parse_args()
     if args.smoke:
         use_smoke_sizes()
@@ -242,6 +267,11 @@ def main() -> int:
     ours["startup_s"] = round(startup, 1)
     ours["kernel_switches"] = llm.engine.executor.switches.describe()
     result["kubellm"] = ours
+    if args.switch_ab:
+        result["switch_ab"] = switch_ab(llm, prompts, args.switch_ab.split(","))
+        print("switch A/B:", result["switch_ab"], flush=True)
+        (out / "workload_w.json").write_text(json.dumps(result, indent=1))
+        return 0
     result["kubellm_waiting_for_each_step"] = run_ours(llm, workload(seed=1),
                                                        async_scheduling=False)
     print("kubellm W without async scheduling:", result["kubellm_waiting_for_each_step"],

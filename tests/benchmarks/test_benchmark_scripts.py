@@ -28,3 +28,13 @@ def test_host_profile_smoke_writes_both_modes(tmp_path):
     # a profile report; which functions make its top lines depends on the machine's load
     report = (tmp_path / "host_profile_async_True.txt").read_text()
     assert "function calls" in report and "Ordered by" in report
+
+
+def test_workload_w_switch_ab_runs_both_states_twice(tmp_path):
+    run_module("benchmarks.gpu.workload_w", "--smoke", "--skip-sweep", "--switch-ab",
+               "rope_kv_write", "--out", tmp_path)
+    ab = json.loads((tmp_path / "workload_w.json").read_text())["switch_ab"]
+    assert ab["switches"] == ["rope_kv_write"]
+    assert [len(ab["output_tok_s"][s]) for s in ("off", "on")] == [2, 2]
+    assert all(is_figure(v) for rates in ab["output_tok_s"].values() for v in rates)
+    assert is_figure(ab["on_over_off"])
