@@ -124,15 +124,16 @@ def kernel_part(args) -> dict:
         # the same weights as 8-bit codes (twice the bytes, the same number of weights to
         # unpack): a GEMM that takes as long with them is bound by its per-weight work,
         # not by reading the weights
-        quant8 = [(pack_codes(torch.randint(0, 256, (k, n), generator=gen), 8).to(device),
-                   q[1], q[2]) for q in quant]
+        quant8 = [] if args.variants else [
+            (pack_codes(torch.randint(0, 256, (k, n), generator=gen), 8).to(device), q[1], q[2])
+            for q in quant]
         for m in ((1, 4) if args.smoke else KERNEL_BATCHES):
             x = torch.randn(m, k, generator=gen).to(device, dtype)
             us_dense = call_us([lambda w=w: torch.nn.functional.linear(x, w) for w in dense],
                                device)
             row = {"k": k, "n": n, "m": m, "bf16_linear_us": significant(us_dense),
                    "default": DEFAULT_VARIANT, "variants": {}}
-            for variant in VARIANTS:
+            for variant in args.variants.split(",") if args.variants else VARIANTS:
                 if variant == "gemv" and m > GEMV_MAX_M:
                     continue
                 us = call_us([lambda q=q, v=variant: w4a16_gemm(x, *q, group, 4, variant=v)
@@ -143,7 +144,7 @@ def kernel_part(args) -> dict:
                     "us": significant(us), "speedup_vs_bf16": significant(us_dense / us, 3),
                     "weight_read_tb_s": significant(read_tb_s),
                     "of_copy_bandwidth": significant(read_tb_s / copy_tb_s)}
-            if peer is not None:
+            if peer is not None and not args.variants:
                 # same product as ours (checked here, so a wrong repack cannot time well)
                 xb = x.to(bf16)
                 error = (tinygemm.int4pack_mm(xb, *peer[0], group).float() -
@@ -154,19 +155,29 @@ def kernel_part(args) -> dict:
                                    significant(us_dense / us, 3), "max_abs_diff": error,
                                    "of_copy_bandwidth": significant(
                                        quant_bytes / (us * 1e-6) / 1e12 / copy_tb_s)}
-            us8 = call_us([lambda q=q: w4a16_gemm(x, *q, group, 8) for q in quant8], device)
-            # what a decode call spends around the kernel: its fp32 zeros and the cast back
-            us_around = call_us([lambda: torch.zeros((m, n), dtype=torch.float32,
-                                                     device=device).to(dtype)], device)
-            row["probe"] = {"8bit_us": significant(us8),
-                            "8bit_weight_read_tb_s": significant(
-                                2 * qweight.numel() * 4 / (us8 * 1e-6) / 1e12),
-                            "zeros_and_cast_us": significant(us_around)}
             row["best"] = min(row["variants"], key=lambda v: row["variants"][v]["us"])
             rows.append(row)
+            if not args.variants:   # all variants: the probes too
+                row["probe"] = probe(x, quant8, m, n, group, device, dtype)
             print("gemm", json.dumps(row), flush=True)
     return {"copy_tb_s": copy_tb_s, "group_size": group, "timing": "cuda-graph replays"
             if device == "cuda" else "wall clock", "gemm": rows}
+
+
+def probe(x, quant8, m: int, n: int, group: int, device: str, dtype) -> dict:
+    """The default kernel on 8-bit codes of the same shape, and the zeros + cast around
+    a decode call."""
+    import torch
+
+    from kubellm.kernels.w4a16_gemm import w4a16_gemm
+    us8 = call_us([lambda q=q: w4a16_gemm(x, *q, group, 8) for q in quant8], device)
+    # what a decode call spends around the kernel: its fp32 zeros and the cast back
+    us_around = call_us([lambda: torch.zeros((m, n), dtype=torch.float32,
+                                             device=device).to(dtype)], device)
+    bytes8 = quant8[0][0].numel() * 4
+    return {"8bit_us": significant(us8),
+            "8bit_weight_read_tb_s": significant(bytes8 / (us8 * 1e-6) / 1e12),
+            "zeros_and_cast_us": significant(us_around)}
 
 
 def call_us(calls, device: str, replays: int = 20) -> float:
@@ -240,6 +251,9 @@ def main() -> int:
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--part", choices=["engine", "kernel"])
+    ap.add_argument("--variants", default="",
+                    help="--part kernel: time only these GEMM variants (default: all, then "
+                         "tinygemm and the probes too)")
     ap.add_argument("--engine", choices=list(ENGINES), default="bf16")
     ap.add_argument("--engines", default=",".join(e for e in ENGINES if e != "bf16"),
                     help="the 4-bit engines to compare with bf16 (comma-separated)")
@@ -253,6 +267,10 @@ def main() -> int:
         (out / f"w4a16_engine_{args.engine}.json").write_text(json.dumps(result, indent=1))
         return 0
     if args.part == "kernel":
+        from kubellm.kernels.w4a16_gemm import VARIANTS
+        unknown = set(filter(None, args.variants.split(","))) - set(VARIANTS)
+        if unknown:
+            ap.error(f"--variants: unknown {sorted(unknown)}; choose from {', '.join(VARIANTS)}")
         (out / "w4a16_kernel.json").write_text(json.dumps(kernel_part(args), indent=1))
         return 0
     names = [e.strip() for e in args.engines.split(",") if e.strip()]
