@@ -208,21 +208,22 @@ def plot(sweep, path):
     fig.savefig(path, dpi=120)
 
 
-def switch_ab(llm, prompts, names: list[str]) -> dict:
+def switch_ab(llm, names: list[str]) -> dict:
     """W with the named kernel switches off and on, alternately (off, on, off, on), on
     one engine that has already run W once (so first-use compilation is behind it): the
-    steady effect of the switches, apart from the machine's drift. CUDA graphs keep what
-    they captured; the switches named here act on eager steps (prefills)."""
+    steady effect of the switches, apart from the machine's drift. Each run has W's
+    lengths with tokens of its own (no prefix-cache hits). CUDA graphs keep what they
+    captured; the switches named here act on eager steps (prefills)."""
     switches = llm.engine.executor.switches
     unknown = [n for n in names if not hasattr(switches, n)]
     if unknown:
         raise SystemExit(f"--switch-ab: unknown switches {unknown}")
     before = {n: getattr(switches, n) for n in names}
     runs = {"off": [], "on": []}
-    for state in ("off", "on", "off", "on"):
+    for i, state in enumerate(("off", "on", "off", "on")):
         for n in names:
             setattr(switches, n, state == "on")
-        runs[state].append(run_ours(llm, prompts)["output_tok_s"])
+        runs[state].append(run_ours(llm, workload(seed=100 + i))["output_tok_s"])
     for n, value in before.items():
         setattr(switches, n, value)
     best = {state: max(rates) for state, rates in runs.items()}
@@ -268,7 +269,7 @@ def main() -> int:
     ours["kernel_switches"] = llm.engine.executor.switches.describe()
     result["kubellm"] = ours
     if args.switch_ab:
-        result["switch_ab"] = switch_ab(llm, prompts, args.switch_ab.split(","))
+        result["switch_ab"] = switch_ab(llm, args.switch_ab.split(","))
         print("switch A/B:", result["switch_ab"], flush=True)
         (out / "workload_w.json").write_text(json.dumps(result, indent=1))
         return 0

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# 2026-12-02 call 4 (carry .serve-bench): the dot-magic W4A16 variant (GPU test, then the
+# GEMM against "dot"); W with the TMA prefill kernel off/on on one engine; the host work
+# per decode step on this machine's CPU; the serving loads that missed issue 14's targets.
+cd "$(dirname "$0")/../../.."
+export PYTHONUNBUFFERED=1 TRITON_INTERPRET=0 NCCL_NVLS_ENABLE=0
+export PYTHONPATH=$PWD/runtime:$PWD/kernels:$PWD/operator:$PWD
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
+timeout 60 python3 -m pytest -m gpu tests/kernels/test_w4a16_gemm.py -k "magic" -v -p no:cacheprovider \
+  > "$OUT/w4a16_tests.log" 2>&1; grep -E "PASS|FAIL|ERROR|passed|failed" "$OUT/w4a16_tests.log" | tail -4
+timeout 100 python3 -m benchmarks.gpu.w4a16 --part kernel --variants dot,dot-magic --out "$OUT" \
+  > "$OUT/w4a16_kernel.log" 2>&1
+python3 - "$OUT/w4a16_kernel.json" <<'PY'
+import json, sys
+for r in json.load(open(sys.argv[1]))["gemm"]:
+    v = {k: (x["us"], x["of_copy_bandwidth"]) for k, x in r["variants"].items()}
+    print(r["k"], r["n"], r["m"], "bf16", r["bf16_linear_us"], v)
+PY
+timeout 130 python3 -m benchmarks.gpu.workload_w --skip-sweep \
+  --switch-ab prefill_attention,prefill_attention_tma --out "$OUT" > "$OUT/workload_w.log" 2>&1
+grep -E "switch A/B|kubellm W|Error" "$OUT/workload_w.log" | cut -c1-400
+for kind in final_only cumulative; do
+  OMP_NUM_THREADS=1 timeout 40 python3 -m benchmarks.cpu.host_overhead --steps 128 \
+    --output-kind $kind --clock cpu 2>&1 | tail -1 | tee -a "$OUT/host_overhead.txt"
+done
+timeout 240 bash benchmarks/serving/run_h200.sh "$OUT" .serve-bench/tokenizer .serve-bench/whl \
+  -- --workloads 64@inf,512@inf --max-model-len 2048 --max-num-seqs 256 --api-server-count 4 \
+  --trace-dir "$OUT/serve_trace" 2>&1 | tail -30
