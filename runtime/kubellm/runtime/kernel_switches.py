@@ -74,7 +74,7 @@ class KernelSwitches:
 
 def hardware_defaults(capability: tuple[int, int] | None) -> KernelSwitches:
     """The switches that won on this kind of GPU. Hopper and later (compute capability
-    9.0+): the prefill kernel with tensor-descriptor (TMA) loads, 1.07-1.25x the paged
+    9.0+): the prefill kernel with tensor-descriptor (TMA) loads, 1.06-1.28x the paged
     kernel and 1.16-1.40x SDPA's flash backend at 512-32k tokens on the H200
     (benchmarks/results/gpu-h200-2026-12-02); without TMA it is 0.6x, so older GPUs
     keep the paged kernel."""
