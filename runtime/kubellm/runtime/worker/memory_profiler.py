@@ -16,6 +16,32 @@ log = logging.getLogger(__name__)
 _HEADROOM_BYTES = 512 * 2**20
 
 
+# a prompt this long takes the attention kernels' short-prefill tuning (the prefill
+# kernel's autotuner keys on max_seqlen_q >= 2048)
+_SHORT_PREFILL = 256
+
+
+@torch.inference_mode()
+def warm_short_prefill(runner, table: torch.Tensor) -> None:
+    """One forward of a short prompt after the profile's long one, so that the kernels'
+    short-prefill variants are compiled and tuned at startup, not in the first request
+    (their autotuning compiles several configs: seconds on the H200's host)."""
+    device, n = runner.device, _SHORT_PREFILL
+    meta = AttentionMetadata(
+        slot_mapping=torch.full((n,), -1, dtype=torch.int64, device=device),
+        block_tables=table, seq_lens=torch.tensor([n], dtype=torch.int32, device=device),
+        cu_seqlens_q=torch.tensor([0, n], dtype=torch.int32, device=device),
+        max_seqlen_q=n, seq_lens_cpu=[n], query_lens_cpu=[n], is_decode_only=False)
+    set_metadata(meta)
+    try:
+        runner.model(torch.zeros(n, dtype=torch.int64, device=device),
+                     torch.arange(n, device=device), None, None)
+    finally:
+        set_metadata(None)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
 @torch.inference_mode()
 def cuda_kv_budget_bytes(runner, config) -> int:
     device = runner.device
@@ -60,6 +86,11 @@ def cuda_kv_budget_bytes(runner, config) -> int:
     torch.cuda.synchronize()
     peak = torch.cuda.max_memory_allocated(device)
     del hidden, logits
+    if model.is_first_stage and seq_len > _SHORT_PREFILL:
+        try:
+            warm_short_prefill(runner, tables[:1])
+        except Exception:   # best effort: the first short request compiles them then
+            log.warning("short-prefill warm-up failed", exc_info=True)
     for layer in runner.attn_layers:
         layer.k_cache = layer.v_cache = None
     torch.cuda.empty_cache()
