@@ -20,7 +20,7 @@ import zmq
 import zmq.asyncio
 
 from kubellm.runtime.core.sampling_params import SamplingParams
-from kubellm.runtime.engine_core import wire
+from kubellm.runtime.engine_core import trace, wire
 from kubellm.runtime.engine_core.assembler import RequestAssembler
 from kubellm.runtime.engine_core.core_proc import CoreInfo
 from kubellm.runtime.engine_core.streams import (EngineDeadError, EngineHooks,
@@ -49,6 +49,7 @@ class EngineCoreClient:
         self._core_fd: int | None = None
         self._is_dead = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.trace = trace.open_if_asked(f"api_server_{frontend_index}")  # benchmarks only
 
     # ---- lifecycle -------------------------------------------------------------------
     def start(self) -> None:
@@ -120,6 +121,8 @@ class EngineCoreClient:
         core_params = params.clone(detokenize=False) if params.detokenize else params
         self._send([wire.ADD, self.index, request_id, prompt_token_ids,
                     wire.pickled(core_params), priority])
+        if self.trace is not None:
+            self.trace.mark("sent", request_id)
         return stream
 
     def stream_closed(self, stream: RequestStream) -> None:

@@ -35,7 +35,7 @@ from kubellm.runtime.config import EngineConfig
 from kubellm.runtime.config_sources import ConfigError
 from kubellm.runtime.core.errors import EngineDeadError
 from kubellm.runtime.core.sampling_params import ParameterError
-from kubellm.runtime.engine_core import profiler, wire
+from kubellm.runtime.engine_core import profiler, trace, wire
 from kubellm.runtime.engine_core.output_delta import DeltaEncoder
 
 log = logging.getLogger("kubellm.engine_core")
@@ -120,6 +120,8 @@ def run_engine_core(config: EngineConfig, ipc_dir: str, num_frontends: int, read
     ready_conn.send(("ready", core_info(engine, config)))
     ready_conn.close()
     code = core.run()
+    if core.trace is not None:
+        core.trace.write()
     core.close()
     shutdown_engine(engine)
     logging.shutdown()
@@ -146,6 +148,7 @@ class EngineCore:
         # seconds per phase of the loop, summed (written with a profile, see profiler.py)
         self.timings = {"receive_s": 0.0, "step_s": 0.0, "send_s": 0.0, "steps": 0}
         self._last_stats: dict | None = None
+        self.trace = trace.open_if_asked("engine_core")   # benchmarks only (trace.py)
         self._exit_code: int | None = None
         self._poller = zmq.Poller()
         self._poller.register(self.input, zmq.POLLIN)
@@ -179,6 +182,8 @@ class EngineCore:
             if self._exit_code is not None:
                 break
             if self.engine.has_unfinished_requests():
+                if self.trace is not None:
+                    self.trace.mark("step", len(self.owner))
                 self._step()
                 t["steps"] += 1
             t2 = clock()
@@ -217,6 +222,8 @@ class EngineCore:
             index = self.owner.get(out.request_id)
             if index is None:
                 continue  # aborted meanwhile
+            if self.trace is not None and not self.deltas.has_sent(out.request_id):
+                self.trace.mark("first", out.request_id)
             self._pending[index].deltas.append(self.deltas.encode(out))
             if out.finished:
                 del self.owner[out.request_id]
@@ -244,6 +251,8 @@ class EngineCore:
     def _apply(self, message: list) -> None:
         kind, frontend = message[0], message[1]
         if kind == wire.ADD:
+            if self.trace is not None:
+                self.trace.mark("recv", message[2])
             self._add(frontend, *message[2:])
         elif kind == wire.ABORT:
             for request_id in message[2]:

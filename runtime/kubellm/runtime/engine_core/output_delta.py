@@ -101,6 +101,9 @@ class DeltaEncoder:
             return [out.request_id, request_sets or None, completions, request_appends]
         return [out.request_id, request_sets or None, completions]
 
+    def has_sent(self, request_id: str) -> bool:
+        return request_id in self._sent
+
     def forget(self, request_id: str) -> None:
         self._sent.pop(request_id, None)
 
