@@ -10,6 +10,7 @@ import os
 import signal
 import tempfile
 import threading
+import time
 
 import pytest
 import zmq
@@ -75,9 +76,9 @@ def core_and_sender():
         signal.signal(signal.SIGTERM, old_handler)
 
 
-def _add(sender, codec, request_id: str) -> None:
+def _add(sender, codec, request_id: str, num_preparing: int = 0) -> None:
     sender.send(codec.encode([wire.ADD, 0, request_id, [5, 6, 7],
-                              wire.pickled(SamplingParams(max_tokens=4)), 0]))
+                              wire.pickled(SamplingParams(max_tokens=4)), 0, num_preparing]))
 
 
 def test_a_burst_reaching_an_idle_core_starts_in_one_step(core_and_sender, monkeypatch):
@@ -108,3 +109,45 @@ def test_a_lone_request_steps_without_waiting_for_the_cap(core_and_sender, monke
     loop.join(60)
     assert not loop.is_alive()
     assert engine.steps == [["alone"]]
+
+
+def test_a_front_end_still_preparing_holds_the_first_step(core_and_sender, monkeypatch):
+    """A front end that has read requests says so when it starts on the first (PREPARING)
+    and with each add (how many it still prepares); the core waits for them however
+    long the gaps (up to the cap), not one gap."""
+    core, engine, sender = core_and_sender
+    monkeypatch.setattr(core_proc, "BURST_GAP_MS", 1.0)
+    monkeypatch.setattr(core_proc, "BURST_MAX_MS", 3_600_000.0)
+    codec = wire.Codec()
+    loop = threading.Thread(target=core.run)
+    loop.start()
+    sender.send(codec.encode([wire.PREPARING, 0, 1]))  # read one, preparing it
+    time.sleep(0.05)
+    _add(sender, codec, "r0", num_preparing=3)
+    assert engine.first_added.wait(30)
+    for i in range(1, 4):
+        time.sleep(0.05)   # far more than a gap: only the hint keeps the core waiting
+        _add(sender, codec, f"r{i}", num_preparing=3 - i)
+    loop.join(60)
+    assert not loop.is_alive()
+    assert engine.steps[0] == ["r0", "r1", "r2", "r3"]
+
+
+def test_a_second_front_end_announcing_work_keeps_the_core_waiting(core_and_sender,
+                                                                   monkeypatch):
+    """A PREPARING from another front end mid-gather is no quiet gap: the core waits for
+    that front end's add too."""
+    core, engine, sender = core_and_sender
+    monkeypatch.setattr(core_proc, "BURST_GAP_MS", 300.0)   # the PREPARING comes within it
+    monkeypatch.setattr(core_proc, "BURST_MAX_MS", 3_600_000.0)
+    codec = wire.Codec()
+    loop = threading.Thread(target=core.run)
+    loop.start()
+    _add(sender, codec, "r0", num_preparing=0)
+    assert engine.first_added.wait(30)
+    sender.send(codec.encode([wire.PREPARING, 0, 1]))
+    time.sleep(0.6)   # two gaps: only the announcement keeps the core waiting
+    _add(sender, codec, "r1", num_preparing=0)
+    loop.join(60)
+    assert not loop.is_alive()
+    assert engine.steps[0] == ["r0", "r1"]

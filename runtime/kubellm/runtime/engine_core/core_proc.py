@@ -43,7 +43,10 @@ IDLE_POLL_MS = 1000  # fallback parent check where pidfds are missing
 # An idle core woken by a request keeps reading while more keep coming (each within
 # BURST_GAP_MS of the last, for at most BURST_MAX_MS) before its first step: a burst
 # spread over the front ends reaches the core over a few ms, and a first step holding
-# only the first arrivals makes the others wait a whole step (env overrides: benchmarks)
+# only the first arrivals makes the others wait a whole step (env overrides: benchmarks).
+# A front end that has read requests tells the core (PREPARING when it starts on the first
+# of them, then with each add the number it still prepares): while one has some, the
+# core waits for them up to BURST_MAX_MS, however slow that front end is.
 BURST_GAP_MS = float(os.environ.get("KUBELLM_CORE_BURST_GAP_MS", 2.0))
 BURST_MAX_MS = float(os.environ.get("KUBELLM_CORE_BURST_MAX_MS", 20.0))
 
@@ -151,6 +154,7 @@ class EngineCore:
             sock.connect(wire.output_address(ipc_dir, index))
             self.outputs.append(sock)
         self._pending = [_Outbox() for _ in range(num_frontends)]
+        self._num_preparing = [0] * num_frontends   # per front end, from its last add
         # seconds per phase of the loop, summed (written with a profile, see profiler.py)
         self.timings = {"receive_s": 0.0, "step_s": 0.0, "send_s": 0.0, "steps": 0}
         self._last_stats: dict | None = None
@@ -183,8 +187,10 @@ class EngineCore:
                 break
             busy = self.engine.has_unfinished_requests()
             t0 = clock()
+            if not busy:  # only a hint that comes with this burst counts
+                self._num_preparing = [0] * len(self.outputs)
             self._receive(0 if busy else IDLE_POLL_MS)
-            if not busy and self.owner:
+            if not busy and (self.owner or any(self._num_preparing)):
                 self._gather_burst()
             t1 = clock()
             if self._exit_code is not None:
@@ -205,17 +211,19 @@ class EngineCore:
         return self._exit_code
 
     def _gather_burst(self) -> None:
-        """Keep taking requests in while they arrive close together (see BURST_GAP_MS)."""
+        """Keep taking requests in while they arrive close together (see BURST_GAP_MS),
+        or while a front end says it is preparing more."""
         deadline = time.monotonic() + BURST_MAX_MS / 1000
         num_known = len(self.owner) + len(self._compiling)
         while self._exit_code is None:
             left_ms = (deadline - time.monotonic()) * 1000
             if left_ms <= 0:
                 return
-            self._receive(min(BURST_GAP_MS, left_ms))
+            # a front end still preparing requests it has read: wait for them (to the cap)
+            self._receive(left_ms if any(self._num_preparing) else min(BURST_GAP_MS, left_ms))
             now_known = len(self.owner) + len(self._compiling)
-            if now_known == num_known:
-                return  # a gap with nothing new: the burst is in
+            if now_known == num_known and not any(self._num_preparing):
+                return  # a gap with nothing new and nothing announced: the burst is in
             num_known = now_known
 
     def _engine_died(self, error: BaseException | None = None) -> bool:
@@ -275,7 +283,8 @@ class EngineCore:
         if kind == wire.ADD:
             if self.trace is not None:
                 self.trace.mark("recv", message[2])
-            self._add(frontend, *message[2:])
+            self._num_preparing[frontend] = message[6] if len(message) > 6 else 0
+            self._add(frontend, *message[2:6])
         elif kind == wire.ABORT:
             for request_id in message[2]:
                 if self._compiling.pop(request_id, None) is not None:
@@ -283,6 +292,8 @@ class EngineCore:
                 if self.owner.pop(request_id, None) is not None:
                     self.engine.abort_request(request_id)
                     self.deltas.forget(request_id)
+        elif kind == wire.PREPARING:  # a front end began preparing requests
+            self._num_preparing[frontend] = message[2]
         elif kind == wire.HELLO:  # a front end (re)connected: it needs the stats now
             self._pending[frontend].needs_stats = True
         elif kind == wire.FINISH_SEQUENCE:

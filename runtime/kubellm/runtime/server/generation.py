@@ -103,6 +103,8 @@ async def start(state: ServerState, raw: bytes, body_cls) -> tuple[Prepared, "Mu
     trace = getattr(state.engine_client, "trace", None)   # benchmarks only
     received = time.monotonic()
     state.num_preprocessing += 1
+    if state.num_preprocessing == 1 and hasattr(state.engine_client, "preparing"):
+        state.engine_client.preparing(1)   # the first of a burst: the core waits for it
     try:
         prepared = await asyncio.get_running_loop().run_in_executor(
             state.preprocess_pool, prepare, state, raw, body_cls)
