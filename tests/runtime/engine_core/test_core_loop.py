@@ -151,3 +151,14 @@ def test_a_second_front_end_announcing_work_keeps_the_core_waiting(core_and_send
     loop.join(60)
     assert not loop.is_alive()
     assert engine.steps[0] == ["r0", "r1"]
+
+
+def test_the_stats_sent_each_step_read_as_the_engines_whole_stats():
+    from kubellm.runtime.engine.llm_engine import EngineStats
+    stats = EngineStats(1, 2, 0.5, 3, 4, 5, 6, 7, 8, 9,
+                        iteration_tokens=((1, 8, 64), (0, 2, 5, 5), 90))
+    engine = type("Engine", (), {"get_stats": lambda self: stats})()
+    codec = wire.Codec()
+    sent = codec.decode(codec.encode(core_proc._stats(engine)))
+    assert sent == codec.decode(codec.encode(dataclasses.asdict(stats)))
+    assert sent["iteration_tokens"] == [[1, 8, 64], [0, 2, 5, 5], 90]

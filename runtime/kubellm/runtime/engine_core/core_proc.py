@@ -413,8 +413,12 @@ class _Outbox:
 
 
 def _stats(engine) -> dict:
+    """The engine's stats as a dict, one level deep: every step sends them, and
+    ``dataclasses.asdict``'s deep copy of the step-size histogram cost ~57 µs a step
+    (the values are numbers and tuples of numbers; msgpack writes them the same)."""
     try:
-        return dataclasses.asdict(engine.get_stats())
+        stats = engine.get_stats()
+        return {f.name: getattr(stats, f.name) for f in dataclasses.fields(stats)}
     except Exception:
         log.exception("engine.get_stats failed")
         return {}
