@@ -101,11 +101,16 @@ run_stage() {
                | grep -v Warning | tail -30 ;;
     # issue 14's loads (HTTP vs the engine in process, ratios and targets printed), the
     # server with 4 API server processes; stack-sample profiles of every process in
-    # $OUT/serve_profiles (engine_core, api_server_N, in_process .profile.txt)
+    # $OUT/serve_profiles (engine_core, api_server_N, in_process .profile.txt); arrival
+    # traces (client, API servers, core) in $OUT/serve_trace, summed up per burst in
+    # $OUT/serve_trace/arrivals.txt (what the core's first steps held)
     serve)   bash benchmarks/serving/run_h200.sh "$OUT" .serve-bench/tokenizer .serve-bench/whl \
                -- --workloads 64@16,64@inf,512@64,512@inf --max-model-len 2048 \
                --max-num-seqs 256 --api-server-count 4 --profile-dir "$OUT/serve_profiles" \
-               2>&1 | tail -40 ;;
+               --trace-dir "$OUT/serve_trace" 2>&1 | tail -40
+             PYTHONPATH=$PWD/runtime:$PWD/kernels${PYTHONPATH:+:$PYTHONPATH} python3 \
+               -m benchmarks.serving.arrival_trace "$OUT/serve_trace" \
+               | tee "$OUT/serve_trace/arrivals.txt" | grep -E "^burst|recv|first |steps" ;;
     mp)      python3 -m benchmarks.gpu.mp_engine --out "$OUT" 2>&1 \
                | tee "$OUT/mp_engine.log" | grep -v Warning | tail -20
              python3 -m pytest -m gpu tests/gpu/test_engine_lifecycle_cuda.py -q \

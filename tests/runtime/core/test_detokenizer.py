@@ -168,3 +168,20 @@ def test_special_tokens_follow_skip_special_tokens(tokenizer):
     ids = tokenizer.encode(" Hi") + [eos]
     assert stream(tokenizer, ids)[0].output_text == " Hi"
     assert stream(tokenizer, ids, skip_special_tokens=False)[0].output_text == " Hi<|im_end|>"
+
+
+def test_hf_fast_tokenizers_decode_through_the_rust_tokenizer(tokenizer):
+    """The tests above compare against ``tokenizer.decode`` through this short path; a
+    tokenizer class with its own ``_decode`` keeps the full call."""
+    from kubellm.runtime.core.detokenizer import raw_decoder
+    assert raw_decoder(tokenizer) is not None
+
+    class OwnDecode(type(tokenizer)):
+        def _decode(self, *args, **kwargs):
+            return super()._decode(*args, **kwargs)
+
+    tokenizer.__class__, original = OwnDecode, type(tokenizer)
+    try:
+        assert raw_decoder(tokenizer) is None
+    finally:
+        tokenizer.__class__ = original

@@ -4,7 +4,7 @@ field of a RequestOutput from the deltas, including issue 15's request-level lis
 timestamps, through the real wire codec."""
 from __future__ import annotations
 
-from kubellm.runtime.core.outputs import CompletionOutput, RequestOutput
+from kubellm.runtime.core.outputs import CompletionOutput, PrefixView, RequestOutput
 from kubellm.runtime.engine_core import wire
 from kubellm.runtime.engine_core.output_delta import (DeltaEncoder, apply_completion_delta,
                                                       apply_request_delta)
@@ -52,3 +52,34 @@ def test_a_request_without_prompt_logprobs_sends_no_list():
     out = RequestOutput("r", None, [1], [CompletionOutput(0, token_ids=[2])])
     delta = DeltaEncoder().encode(out)
     assert len(delta) == 3 and delta[1]["prompt_logprobs"] is None
+
+
+def _plain_outputs():
+    """A plain request's outputs step by step, with the changes that must leave the
+    decode-step short path: a metrics timestamp, cached tokens, a finish."""
+    ids: list[int] = []
+    metrics = {"arrival_time": 1.0, "first_token_time": None}
+    outs = []
+    for step in range(6):
+        ids.append(100 + step)
+        if step == 2:
+            metrics = {**metrics, "first_token_time": 2.0}
+        finished = step == 5
+        outs.append(RequestOutput("r", None, [1, 2], [CompletionOutput(
+            0, token_ids=list(ids) if finished else PrefixView(ids, len(ids)),
+            finish_reason="length" if finished else None)], finished=finished,
+            num_cached_tokens=16 if step >= 3 else 0, metrics=dict(metrics)))
+    outs.insert(2, outs[1])   # a step that added no token
+    return outs
+
+
+def test_the_decode_step_short_path_sends_what_the_general_path_sends(monkeypatch):
+    from kubellm.runtime.engine_core import output_delta
+    assert output_delta._SHORT_PATH   # the classes still have the fields it knows
+    encoder = DeltaEncoder()
+    fast = [encoder.encode(o) for o in _plain_outputs()]
+    monkeypatch.setattr(output_delta, "_SHORT_PATH", False)
+    encoder = DeltaEncoder()
+    general = [encoder.encode(o) for o in _plain_outputs()]
+    assert fast == general
+    assert fast[1] == ["r", None, [[0, {"token_ids": [101]}, None]]]

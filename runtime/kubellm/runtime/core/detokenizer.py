@@ -20,6 +20,24 @@ _PROMPT_CONTEXT_TOKENS = 5
 _INCOMPLETE_CHAR = "\ufffd"
 
 
+def raw_decoder(tokenizer):
+    """The Rust ``tokenizers.Tokenizer.decode`` under a Hugging Face fast tokenizer whose
+    ``_decode`` is the library's own, else None. Without clean-up that is all
+    ``tokenizer.decode`` does, and its Python wrapper (argument conversion, kwargs) cost
+    most of each call: two calls per streamed token."""
+    backend = getattr(tokenizer, "_tokenizer", None)
+    if type(backend).__name__ != "Tokenizer" or type(backend).__module__ != "tokenizers":
+        return None
+    owner = next((c for c in type(tokenizer).__mro__ if "_decode" in vars(c)), None)
+    if owner is None or owner.__module__ not in _HF_FAST_MODULES:
+        return None
+    return backend.decode
+
+
+_HF_FAST_MODULES = ("transformers.tokenization_utils_tokenizers",
+                    "transformers.tokenization_utils_fast")
+
+
 class IncrementalDetokenizer:
     """Turns one sequence's output tokens into text deltas that are safe to stream.
 
@@ -30,6 +48,7 @@ class IncrementalDetokenizer:
 
     def __init__(self, tokenizer, prompt_token_ids: list[int], params: SamplingParams):
         self._tokenizer = tokenizer
+        self._raw_decode = raw_decoder(tokenizer)
         self._skip_special = params.skip_special_tokens
         self._stops = list(params.stop)
         self._include_stop = params.include_stop_str_in_output
@@ -81,6 +100,8 @@ class IncrementalDetokenizer:
         return current[len(known):]
 
     def _decode(self, ids: list[int]) -> str:
+        if self._raw_decode is not None:
+            return self._raw_decode(ids, skip_special_tokens=self._skip_special)
         return self._tokenizer.decode(ids, skip_special_tokens=self._skip_special,
                                       clean_up_tokenization_spaces=False)
 

@@ -20,7 +20,7 @@ import zmq
 import zmq.asyncio
 
 from kubellm.runtime.core.sampling_params import SamplingParams
-from kubellm.runtime.engine_core import wire
+from kubellm.runtime.engine_core import trace, wire
 from kubellm.runtime.engine_core.assembler import RequestAssembler
 from kubellm.runtime.engine_core.core_proc import CoreInfo
 from kubellm.runtime.engine_core.streams import (EngineDeadError, EngineHooks,
@@ -49,6 +49,10 @@ class EngineCoreClient:
         self._core_fd: int | None = None
         self._is_dead = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        # requests this front end has read and is still preparing (build_app sets it): a
+        # hint sent with each add, so that an idle core waits for the rest of a burst
+        self.num_preparing: Callable[[], int] = lambda: 0
+        self.trace = trace.open_if_asked(f"api_server_{frontend_index}")  # benchmarks only
 
     # ---- lifecycle -------------------------------------------------------------------
     def start(self) -> None:
@@ -119,8 +123,16 @@ class EngineCoreClient:
         # the core only sees token ids: text, stop strings and logprob pieces stay here
         core_params = params.clone(detokenize=False) if params.detokenize else params
         self._send([wire.ADD, self.index, request_id, prompt_token_ids,
-                    wire.pickled(core_params), priority])
+                    wire.pickled(core_params), priority, self.num_preparing()])
+        if self.trace is not None:
+            self.trace.mark("sent", request_id)
         return stream
+
+    def preparing(self, num_requests: int) -> None:
+        """This front end began preparing requests (read, not yet sent): a hint that
+        keeps an idle core from starting a step before they arrive."""
+        if self.is_alive:
+            self._send([wire.PREPARING, self.index, num_requests])
 
     def stream_closed(self, stream: RequestStream) -> None:
         self._requests.pop(stream.request_id, None)

@@ -48,6 +48,15 @@ _COMPLETION_PLAN = tuple((name, _may_grow(CompletionOutput, name))
                          for name in COMPLETION_FIELDS)
 
 
+# The decode step of a plain request (one sequence, no logprobs, no text: the core never
+# detokenizes) changes only its token ids: ``encode`` takes a short path for it, which
+# holds only while the classes have exactly these fields (else every output goes the
+# general way, so a new field still travels)
+_SHORT_PATH = (REQUEST_FIELDS == ("finished", "num_cached_tokens", "prompt_logprobs", "metrics")
+               and COMPLETION_FIELDS == ("text", "token_ids", "finish_reason", "stop_reason",
+                                         "logprobs"))
+
+
 class _Sent:
     __slots__ = ("request", "request_counts", "counts", "values")
 
@@ -66,6 +75,10 @@ class DeltaEncoder:
 
     def encode(self, out: RequestOutput) -> list:
         sent = self._sent.get(out.request_id)
+        if sent is not None and _SHORT_PATH and not out.finished and len(out.outputs) == 1:
+            delta = _token_ids_only(out, sent)
+            if delta is not None:
+                return delta
         if sent is None:
             sent = self._sent[out.request_id] = _Sent(len(out.outputs))
         request_sets, request_appends = {}, {}
@@ -101,8 +114,36 @@ class DeltaEncoder:
             return [out.request_id, request_sets or None, completions, request_appends]
         return [out.request_id, request_sets or None, completions]
 
+    def has_sent(self, request_id: str) -> bool:
+        return request_id in self._sent
+
     def forget(self, request_id: str) -> None:
         self._sent.pop(request_id, None)
+
+
+def _token_ids_only(out: RequestOutput, sent: _Sent) -> list | None:
+    """``encode``'s delta when only token ids grew since the last one (what the general
+    path would send), else None."""
+    comp = out.outputs[0]
+    if comp.index or comp.text or comp.logprobs is not None \
+            or comp.finish_reason is not None or comp.stop_reason is not None \
+            or out.prompt_logprobs is not None:
+        return None
+    request, values = sent.request, sent.values[0]
+    if request.get("finished", _UNSET) is not False \
+            or request.get("prompt_logprobs", _UNSET) is not None \
+            or values.get("finish_reason", _UNSET) is not None \
+            or values.get("stop_reason", _UNSET) is not None \
+            or values.get("logprobs", _UNSET) is not None \
+            or request.get("num_cached_tokens", _UNSET) != out.num_cached_tokens \
+            or request.get("metrics", _UNSET) != out.metrics:
+        return None
+    counts, token_ids = sent.counts[0], comp.token_ids
+    num_sent = counts.get("token_ids", 0)
+    if len(token_ids) <= num_sent:
+        return [out.request_id, None, []]
+    counts["token_ids"] = len(token_ids)
+    return [out.request_id, None, [[0, {"token_ids": token_ids[num_sent:]}, None]]]
 
 
 def apply_request_delta(target: RequestOutput, delta: list, skip=()) -> None:

@@ -14,7 +14,7 @@ import pickle
 import msgspec
 
 # message kinds, front end -> core
-ADD, ABORT, FINISH_SEQUENCE, HELLO = 0, 1, 2, 3
+ADD, ABORT, FINISH_SEQUENCE, HELLO, PREPARING = 0, 1, 2, 3, 4
 # core -> front end
 OUTPUTS = 10
 

@@ -37,6 +37,8 @@ def build_app(engine_client, tokenizer, info: CoreInfo, config: ServerConfig) ->
                         max_logprobs=info.max_logprobs,
                         chat_template=load_chat_template(config.chat_template))
     metrics.attach(state)
+    if hasattr(engine_client, "num_preparing"):   # the engine core's client
+        engine_client.num_preparing = lambda: state.num_preprocessing
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI):

@@ -45,4 +45,6 @@ def run_frontend(index: int, info: CoreInfo, ipc_dir: str, config: ServerConfig,
     server = DrainingServer(uvicorn_config(app, config), app.state.kubellm,
                             config.shutdown_timeout)
     server.run(sockets=[sock])
+    if client.trace is not None:
+        client.trace.write()
     sys.exit(1 if died else 0)

@@ -17,6 +17,7 @@ requests run.
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass
 
 from starlette.requests import Request
@@ -99,12 +100,19 @@ def _template_text(tokenizer) -> str | None:
 
 async def start(state: ServerState, raw: bytes, body_cls) -> tuple[Prepared, "MultiStream"]:
     """Prepare off the loop, then admit: (the prepared request, its streams)."""
+    trace = getattr(state.engine_client, "trace", None)   # benchmarks only
+    received = time.monotonic()
     state.num_preprocessing += 1
+    if state.num_preprocessing == 1 and hasattr(state.engine_client, "preparing"):
+        state.engine_client.preparing(1)   # the first of a burst: the core waits for it
     try:
         prepared = await asyncio.get_running_loop().run_in_executor(
             state.preprocess_pool, prepare, state, raw, body_cls)
     finally:
         state.num_preprocessing -= 1
+    if trace is not None:
+        trace.mark("body", prepared.request_id, received)
+        trace.mark("prepared", prepared.request_id)
     return prepared, await admit(state, prepared)
 
 

@@ -59,6 +59,10 @@ def add_serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile-dir", default=None,
                    help="write stack-sample profiles of every server process (and of the "
                         "in-process run) here (KUBELLM_PROFILE_DIR)")
+    p.add_argument("--trace-dir", default=None,
+                   help="write per-request arrival traces of the client, every API server "
+                        "and the engine core here (KUBELLM_TRACE_DIR; read them with "
+                        "python -m benchmarks.serving.arrival_trace DIR)")
     p.add_argument("--input-len", type=int, default=512)
     p.add_argument("--output-len", type=int, default=128)
     p.add_argument("--prompt-vocab", type=int, default=32000,
@@ -295,7 +299,7 @@ def _parse_rates(text: str) -> list[float]:
 # ---- launching a server --------------------------------------------------------------
 class LaunchedServer:
     def __init__(self, config, ready_timeout: float, api_server_count: int = 1,
-                 profile_dir: str | None = None):
+                 profile_dir: str | None = None, trace_dir: str | None = None):
         import yaml
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
@@ -311,6 +315,8 @@ class LaunchedServer:
         env = dict(os.environ)
         if profile_dir:
             env["KUBELLM_PROFILE_DIR"] = os.path.abspath(profile_dir)
+        if trace_dir:
+            env["KUBELLM_TRACE_DIR"] = os.path.abspath(trace_dir)
         self.proc = subprocess.Popen(cmd, env=env)
         self._wait_ready(ready_timeout)
 
@@ -360,13 +366,19 @@ def run_serve_bench(args: argparse.Namespace) -> int:
               "engine": {k: v for k, v in dataclasses.asdict(config).items()
                          if v is not None}, "http": [], "in_process": []}
     server = (LaunchedServer(config, args.ready_timeout, args.api_server_count,
-                             args.profile_dir) if args.launch else None)
+                             args.profile_dir, args.trace_dir) if args.launch else None)
+    client_trace = None
+    if args.trace_dir:
+        from kubellm.runtime.engine_core.trace import Trace
+        client_trace = Trace("client")
     try:
         url = args.url or (server.url if server else None)
         if url:
             model = _served_model(url, args.api_key)
             asyncio.run(_warm_up_http(url, prompts, args, model))
             for num, rate in workloads:
+                if client_trace is not None:
+                    client_trace.mark("burst", f"{num}@{rate}")
                 start, cpu = time.perf_counter(), time.process_time()
                 samples = asyncio.run(run_http_rate(url, prompts[:num], rate, args, model))
                 wall = time.perf_counter() - start
@@ -378,6 +390,8 @@ def run_serve_bench(args: argparse.Namespace) -> int:
     finally:
         if server is not None:
             result["server_exit_code"] = server.stop()
+        if client_trace is not None:
+            client_trace.write(args.trace_dir)
     if args.compare_in_process:
         timed = asyncio.run(_timed_inproc(config, prompts, workloads, args))
         for (num, rate), (samples, wall) in zip(workloads, timed):
