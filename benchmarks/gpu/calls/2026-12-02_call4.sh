@@ -26,4 +26,6 @@ for kind in final_only cumulative; do
 done
 timeout 240 bash benchmarks/serving/run_h200.sh "$OUT" .serve-bench/tokenizer .serve-bench/whl \
   -- --workloads 64@inf,512@inf --max-model-len 2048 --max-num-seqs 256 --api-server-count 4 \
-  --trace-dir "$OUT/serve_trace" 2>&1 | tail -30
+  --trace-dir "$OUT/serve_trace" 2>&1 | tail -24
+python3 -m benchmarks.serving.arrival_trace "$OUT/serve_trace" > "$OUT/serve_trace/arrivals.txt" 2>&1
+grep -E "^burst|recv|first |steps" "$OUT/serve_trace/arrivals.txt" | head -12
