@@ -78,6 +78,9 @@ class Scheduler:
         self.num_preemptions = 0
         self.num_timeslice_yields = 0
         self.num_special = 0          # unfinished requests whose params.is_special
+        # unfinished requests whose params.reads_output_tokens: while none, the engine
+        # need not look for one that must wait for its landed token
+        self.num_reading_outputs = 0
         # tokens per step, vLLM's vllm:iteration_tokens_total
         self.iteration_tokens = CumulativeHistogram(ITERATION_TOKEN_BUCKETS)
         self._requests: dict[str, Request] = {}
@@ -89,6 +92,8 @@ class Scheduler:
         self._requests[request.request_id] = request
         if request.params.is_special:
             self.num_special += 1
+        if request.params.reads_output_tokens:
+            self.num_reading_outputs += 1
 
     def get(self, request_id: str) -> Request | None:
         return self._requests.get(request_id)
@@ -104,6 +109,8 @@ class Scheduler:
         self._free(request)
         if request.params.is_special:
             self.num_special -= 1
+        if request.params.reads_output_tokens:
+            self.num_reading_outputs -= 1
         request.status = Status.FINISHED
         request.finish_reason = reason
         request.stop_reason = stop_reason
