@@ -104,4 +104,6 @@ class DecodeRows:
             sample_rows=rows, late_rows=rows, late_sources=src, table=table,
             seq_lens=(positions + 1).astype(np.int32),
             cu=self.arange(n + 1).astype(np.int32), query_lens=[1] * n,
-            requests=requests, sample_seqs=rows, late_in_order=in_order)
+            # in order: the step before's own list (equal), so its handle's map is reused
+            requests=ahead_of.requests if in_order else requests, sample_seqs=rows,
+            late_in_order=in_order)

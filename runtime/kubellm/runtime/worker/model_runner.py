@@ -132,8 +132,13 @@ class ModelRunner:
         handle = StepHandle([], None)
         if requests:
             logits = self.model.compute_logits(hidden[sample_rows]).float()
+            # the very list of the step before (steady decode): the same rows, so the
+            # same row index per request id (no dict built again)
+            row_of = ahead_of.row_of if ahead_of is not None and \
+                requests is ahead_of.requests else None
             handle = StepHandle(requests, self.sampler.sample(
-                logits, [r.sampling_state for r in requests], constrained=out.has_special))
+                logits, [r.sampling_state for r in requests], constrained=out.has_special),
+                row_of)
         self._rows.step = handle   # the next step may derive its inputs from this one
         if out.has_special:   # only while a request that asks for them is alive
             handle.prompt_logprobs = compute_prompt_logprobs(self.model, hidden, out.scheduled)
@@ -278,10 +283,11 @@ class StepHandle:
     """A launched step: which requests sample and their (maybe still running) samples."""
     __slots__ = ("requests", "batch", "row_of", "prompt_logprobs")
 
-    def __init__(self, requests: list, batch):
+    def __init__(self, requests: list, batch, row_of: dict[str, int] | None = None):
         self.requests = requests
         self.batch = batch
-        self.row_of = {r.request_id: i for i, r in enumerate(requests)}
+        self.row_of = {r.request_id: i for i, r in enumerate(requests)} \
+            if row_of is None else row_of
         self.prompt_logprobs = None       # PromptLogprobs when a request asked
 
     def result(self) -> tuple[dict[str, int], dict[str, dict | None], dict]:
