@@ -251,14 +251,17 @@ class ModelRunner:
         int64 = [inputs.positions, inputs.slots, inputs.sample_rows]
         if not all_late:
             int64 += [inputs.token_ids, inputs.late_rows, inputs.late_sources]
+        elif not inputs.late_in_order:
+            int64.append(inputs.late_sources)
+        # one upload per step: a second would take the next pinned buffer, whose last
+        # copy may still wait behind the running step
         uploaded = self._upload(int64 + [inputs.table, inputs.seq_lens, inputs.cu])
         positions_t, slots_t, rows_t = uploaded[:3]
         table_t, seq_lens_t, cu_t = uploaded[-3:]
         sampled = ahead_of.batch.token_ids if ahead_of is not None and \
             ahead_of.batch is not None else None
         if all_late:
-            token_ids_t = sampled if inputs.late_in_order else sampled[
-                self._upload([inputs.late_sources])[0]]
+            token_ids_t = sampled if inputs.late_in_order else sampled[uploaded[3]]
         else:
             token_ids_t, late_t, sources_t = uploaded[3:6]
             if len(inputs.late_rows):
