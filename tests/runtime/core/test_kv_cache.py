@@ -85,3 +85,37 @@ def test_usage_fraction():
     kv = KVCacheManager(num_blocks=4, block_size=BS)
     kv.allocate("a", tokens(8), 8)
     assert kv.usage == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("caching", [True, False])
+def test_allocate_changes_nothing_up_to_num_noop_tokens(caching):
+    """The scheduler skips allocate below num_noop_tokens: there it must be a no-op (no
+    block, no hash), and just above it it must do something (else the skip is idle)."""
+    import copy
+    import random
+    rng = random.Random(0)
+    kv = KVCacheManager(num_blocks=64, block_size=BS, enable_prefix_caching=caching)
+    known = tokens(3)
+    computed = 0
+    assert kv.num_noop_tokens("a") == 0
+    for _ in range(60):
+        num_tokens = computed + rng.choice([1, 1, 1, 2, 5])
+        if rng.random() < 0.7:
+            known = known + [rng.randrange(50)]    # the step's sample landed (or not)
+        assert kv.allocate("a", known, num_tokens) is not None
+        computed = num_tokens
+        # below ``computed`` when a full block's tokens are not all known yet (its hash
+        # waits for them): the next step calls allocate again
+        limit = kv.num_noop_tokens("a")
+        state = copy.deepcopy((kv._tables, kv._hashes, kv._cached, list(kv._free)))
+        # whatever tokens are known by then (a prompt is known far ahead of the chunks)
+        ahead = known + tokens(2 * BS, 500)
+        for n in range(computed, limit + 1):
+            assert kv.allocate("a", ahead, n) == []
+        assert copy.deepcopy((kv._tables, kv._hashes, kv._cached, list(kv._free))) == state
+        if len(known) > limit:   # a block to hash, or one to add, just above the limit
+            kv.allocate("a", known, limit + 1)
+            assert (kv._tables, kv._hashes) != state[:2]
+            computed = limit + 1
+    kv.free("a")
+    assert kv.num_noop_tokens("a") == 0

@@ -62,3 +62,20 @@ def test_random_steps_always_equal_a_fresh_build():
             tables = tables[:rng.randint(1, len(tables))]
         check(builder, tables)
     assert builder.rebuilds < 200   # the carried matrix was used
+
+
+def test_rows_carried_over_when_requests_left_or_grew():
+    rng = random.Random(1)
+    tables = [[rng.randrange(1000) for _ in range(rng.randint(1, 6))] for _ in range(16)]
+    builder = BlockTableArray()
+    check(builder, tables)
+    for _ in range(100):
+        keep = sorted(rng.sample(range(len(tables)), rng.randint(1, len(tables))))
+        tables = [tables[i] for i in keep]
+        for t in rng.sample(tables, rng.randint(0, len(tables))):
+            t.append(rng.randrange(1000))          # a block boundary crossed
+        got = builder.build(tables, np.array(keep))
+        assert np.array_equal(got, fresh(tables))
+        if len(tables) < 4:
+            tables += [[rng.randrange(1000)] for _ in range(8)]
+            check(builder, tables)

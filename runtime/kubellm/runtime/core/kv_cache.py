@@ -51,6 +51,20 @@ class KVCacheManager:
     def ref_count(self, block_id: int) -> int:
         return self._blocks[block_id].ref_count
 
+    def num_noop_tokens(self, request_id: str) -> int:
+        """The largest ``num_tokens`` for which ``allocate`` (no cached blocks) would
+        change nothing: the table's capacity, and with prefix caching one token short of
+        the next block to hash. The scheduler skips its call per decode step below it
+        (a block fills only every block_size tokens)."""
+        table = self._tables.get(request_id)
+        if table is None:
+            return 0
+        capacity = len(table) * self.block_size
+        if not self.enable_prefix_caching:
+            return capacity
+        next_hash = (len(self._hashes.get(request_id, ())) + 1) * self.block_size
+        return min(capacity, next_hash - 1)
+
     # ---- prefix caching ------------------------------------------------------------
     def find_cached_prefix(self, request_id: str, token_ids: list[int]) -> list[int]:
         """Block ids holding the longest cached prefix of ``token_ids`` (full blocks only,

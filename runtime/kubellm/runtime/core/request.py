@@ -35,6 +35,9 @@ class Request:
     # tokens sampled by a launched step but not yet back on the host (0 or 1 when the
     # scheduler runs; the engine's async scheduling plans the next step around them)
     num_pending_tokens: int = 0
+    # allocate is a no-op while the computed tokens stay within this many (the KV
+    # manager's num_noop_tokens, kept here by the scheduler; 0 when it has no blocks)
+    num_kv_noop_tokens: int = 0
     num_cached_tokens: int = 0      # prompt tokens served from the prefix cache (first hit)
     num_preemptions: int = 0
     steps_in_slice: int = 0          # timeslice policy: steps since (re)admission

@@ -78,6 +78,9 @@ class Scheduler:
         self.num_preemptions = 0
         self.num_timeslice_yields = 0
         self.num_special = 0          # unfinished requests whose params.is_special
+        # unfinished requests whose params.reads_output_tokens: while none, the engine
+        # need not look for one that must wait for its landed token
+        self.num_reading_outputs = 0
         # tokens per step, vLLM's vllm:iteration_tokens_total
         self.iteration_tokens = CumulativeHistogram(ITERATION_TOKEN_BUCKETS)
         self._requests: dict[str, Request] = {}
@@ -89,6 +92,8 @@ class Scheduler:
         self._requests[request.request_id] = request
         if request.params.is_special:
             self.num_special += 1
+        if request.params.reads_output_tokens:
+            self.num_reading_outputs += 1
 
     def get(self, request_id: str) -> Request | None:
         return self._requests.get(request_id)
@@ -101,9 +106,11 @@ class Scheduler:
             self.running.remove(request)
         elif request in self.waiting:
             self.waiting.remove(request)
-        self.kv.free(request.request_id)
+        self._free(request)
         if request.params.is_special:
             self.num_special -= 1
+        if request.params.reads_output_tokens:
+            self.num_reading_outputs -= 1
         request.status = Status.FINISHED
         request.finish_reason = reason
         request.stop_reason = stop_reason
@@ -119,9 +126,12 @@ class Scheduler:
         if self.policy == "timeslice" and self.waiting:
             self._yield_expired_slices(out)
         scheduled_ids: set[str] = set()
-        # the hot loop of every step (each running request): locals, no properties, and
-        # the allocation's hot path tried before the wrapper that may preempt
+        # the hot loop of every step (each running request): locals, no properties, no
+        # KV call while the request's blocks already cover the step (it fills a block
+        # only every block_size tokens), and the allocation's hot path tried before the
+        # wrapper that may preempt
         allocate, scheduled, running = self.kv.allocate, out.scheduled, Status.RUNNING
+        noop_tokens = self.kv.num_noop_tokens
         for request in self._running_order():
             if budget == 0:
                 break
@@ -133,9 +143,13 @@ class Scheduler:
                 continue  # its late token is its last: it finishes when that lands
             computed = request.num_computed_tokens
             num_new = min(target - computed, budget)
-            if allocate(request.request_id, request.all_token_ids, computed + num_new) is None \
-                    and not self._allocate_or_preempt(request, num_new, out, scheduled_ids):
-                continue
+            if computed + num_new > request.num_kv_noop_tokens:
+                if allocate(request.request_id, request.all_token_ids,
+                            computed + num_new) is None \
+                        and not self._allocate_or_preempt(request, num_new, out,
+                                                          scheduled_ids):
+                    continue
+                request.num_kv_noop_tokens = noop_tokens(request.request_id)
             scheduled.append(ScheduledRequest(request, num_new, computed,
                                               computed + num_new == target))
             scheduled_ids.add(request.request_id)
@@ -209,6 +223,10 @@ class Scheduler:
             if victim is request:
                 return False
 
+    def _free(self, request: Request) -> None:
+        self.kv.free(request.request_id)
+        request.num_kv_noop_tokens = 0   # no blocks: the next step must allocate
+
     def _pick_victim(self, exclude: Iterable[str] = ()) -> Request:
         # never a request already placed in this step's batch; ``request`` itself is
         # always a candidate, so this cannot come up empty
@@ -217,7 +235,7 @@ class Scheduler:
 
     def _preempt(self, request: Request, out: SchedulerOutput) -> None:
         self.running.remove(request)
-        self.kv.free(request.request_id)
+        self._free(request)
         request.status = Status.PREEMPTED
         request.num_computed_tokens = 0
         request.num_preemptions += 1
@@ -230,7 +248,7 @@ class Scheduler:
         expired = [r for r in self.running if r.steps_in_slice >= self.timeslice_steps]
         for request in expired[:len(self.waiting)]:
             self.running.remove(request)
-            self.kv.free(request.request_id)
+            self._free(request)
             request.status = Status.WAITING
             request.num_computed_tokens = 0
             request.steps_in_slice = 0
@@ -269,6 +287,7 @@ class Scheduler:
                     break
                 budget += freed
                 continue
+            request.num_kv_noop_tokens = self.kv.num_noop_tokens(request.request_id)
             self.waiting.remove(request)
             if request.first_scheduled_time is None:
                 request.first_scheduled_time = time.monotonic()

@@ -214,7 +214,8 @@ class LLMEngine(EngineLifecycle):
         out = self.scheduler.schedule()
         t1 = time.perf_counter()
         in_flight, self._in_flight = self._in_flight, None
-        if in_flight is not None and self._needs_landed_tokens(out):
+        if in_flight is not None and self.scheduler.num_reading_outputs \
+                and self._needs_landed_tokens(out):
             outputs = self._land(in_flight)
             in_flight = None
             out.scheduled = [s for s in out.scheduled if not s.request.is_finished]

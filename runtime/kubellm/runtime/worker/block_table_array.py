@@ -20,6 +20,7 @@ import numpy as np
 
 # above this share of changed rows a fresh build is as cheap as the row writes
 REBUILD_FRACTION = 0.25
+_LAST = operator.itemgetter(-1)
 SPARE_COLUMNS = 8        # blocks a table may grow by before the matrix is built again
 
 
@@ -31,21 +32,35 @@ class BlockTableArray:
         self.rebuilds = 0           # full builds, for the tests
         self.rows_written = 0       # rows written again since the last full build
 
-    def build(self, block_tables: list[list[int]]) -> np.ndarray:
+    def build(self, block_tables: list[list[int]],
+              rows: np.ndarray | None = None) -> np.ndarray:
         """[len(block_tables), width] int32 (width: the longest table), row i holding
         block_tables[i], zeros after. A view of this object's matrix: valid until the
-        next call."""
+        next call. ``rows``: the last call's row that each table continues, when the
+        caller knows (requests left or moved since): those rows are carried over."""
         n = len(block_tables)
+        if rows is not None and len(self._lists):
+            self._lists = list(map(self._lists.__getitem__, rows.tolist()))
+            self._lengths = self._lengths[rows]
+            self._array = self._array[rows]
         lengths = np.fromiter(map(len, block_tables), np.int64, n)
         width = int(lengths.max()) if n else 0
         array = self._array
         if len(self._lists) == n and width <= array.shape[1] and \
                 all(map(operator.is_, self._lists, block_tables)):
-            changed = np.flatnonzero(lengths != self._lengths).tolist()
-            if len(changed) <= REBUILD_FRACTION * n:
-                for i in changed:   # append-only: the row's old ids stay as they are
+            changed = np.flatnonzero(lengths != self._lengths)
+            if changed.size and np.all(lengths[changed] == self._lengths[changed] + 1):
+                # decode: each grew by one block (append-only), all written at once;
+                # requests of equal length cross a block boundary in the same step
+                array[changed, lengths[changed] - 1] = list(map(
+                    _LAST, map(block_tables.__getitem__, changed.tolist())))
+            elif len(changed) <= REBUILD_FRACTION * n:
+                for i in changed.tolist():   # the row's old ids stay as they are
                     row = block_tables[i]
                     array[i, :len(row)] = row
+            else:
+                changed = None
+            if changed is not None:
                 self.rows_written += len(changed)
                 self._lengths = lengths
                 return array[:, :width]

@@ -22,6 +22,7 @@ from kubellm.runtime.layers.attention import Attention
 from kubellm.runtime.core.scheduler import SchedulerOutput
 from kubellm.runtime.kernel_switches import KernelSwitches
 from kubellm.runtime.worker.block_table_array import BlockTableArray
+from kubellm.runtime.worker.decode_rows import DecodeRows, HostInputs
 from kubellm.runtime.worker.prompt_logprobs import compute_prompt_logprobs
 
 log = logging.getLogger(__name__)
@@ -71,6 +72,7 @@ class ModelRunner:
         self.num_steps = 0
         self.device_trace: list | None = None   # (start, end) CUDA events per step
         self._tables = BlockTableArray()   # the last step's block tables, kept
+        self._rows = DecodeRows(block_size)  # the last step's sampling rows, kept
         self._staging = None
         if device.type == "cuda":
             from kubellm.runtime.worker.staging import PinnedStaging
@@ -130,8 +132,14 @@ class ModelRunner:
         handle = StepHandle([], None)
         if requests:
             logits = self.model.compute_logits(hidden[sample_rows]).float()
+            # the very list of the step before (steady decode): the same rows, so the
+            # same row index per request id (no dict built again)
+            row_of = ahead_of.row_of if ahead_of is not None and \
+                requests is ahead_of.requests else None
             handle = StepHandle(requests, self.sampler.sample(
-                logits, [r.sampling_state for r in requests], constrained=out.has_special))
+                logits, [r.sampling_state for r in requests], constrained=out.has_special),
+                row_of)
+        self._rows.step = handle   # the next step may derive its inputs from this one
         if out.has_special:   # only while a request that asks for them is alive
             handle.prompt_logprobs = compute_prompt_logprobs(self.model, hidden, out.scheduled)
         if began is not None:
@@ -170,6 +178,15 @@ class ModelRunner:
 
     def prepare_inputs(self, out: SchedulerOutput, block_tables: list[list[int]],
                        ahead_of: "StepHandle | None" = None):
+        inputs = self._rows.derive(out.scheduled, block_tables, ahead_of, self._tables)
+        if inputs is None:
+            inputs = self.host_inputs(out, block_tables, ahead_of)
+        self._rows.remember(inputs)
+        return self._to_device(inputs, ahead_of)
+
+    def host_inputs(self, out: SchedulerOutput, block_tables: list[list[int]],
+                    ahead_of: "StepHandle | None" = None) -> HostInputs:
+        """The general path: every field of every row from the requests."""
         scheduled = out.scheduled
         num_seqs = len(scheduled)
         # per-row fields through C-level maps (attrgetter, len) and numpy masks: no Python
@@ -213,26 +230,48 @@ class ModelRunner:
         seq_index = np.repeat(np.arange(num_seqs), query_lens)
         bs = self.block_size
         slots = table[seq_index, positions // bs].astype(np.int64) * bs + positions % bs
-        samples = list(map(_SAMPLES, scheduled))
-        sample_rows = cu[1:][samples] - 1
-        requests = list(compress(requests_all, samples))
-        max_q = int(query_lens.max())
+        samples = np.fromiter(map(_SAMPLES, scheduled), bool, num_seqs)
+        return HostInputs(
+            token_ids=token_ids, positions=positions, slots=slots,
+            sample_rows=(cu[1:][samples] - 1).astype(np.int64),
+            late_rows=late_rows.astype(np.int64),
+            late_sources=np.asarray(late_sources, np.int64), table=table,
+            seq_lens=seq_lens, cu=cu, query_lens=query_lens.tolist(),
+            requests=list(compress(requests_all, samples.tolist())),
+            sample_seqs=np.flatnonzero(samples))
+
+    def _to_device(self, inputs: HostInputs, ahead_of: "StepHandle | None"):
+        query_lens = inputs.query_lens
+        num_seqs = len(query_lens)
+        max_q = max(query_lens, default=0)
         # the scheduler puts decodes first: how many lead the step
-        num_decodes = int(np.argmax(query_lens != 1)) if max_q > 1 else num_seqs
-        int64 = [np.asarray(a, np.int64) for a in (token_ids, positions, slots, sample_rows,
-                                                     late_rows, late_sources)]
-        int32 = [np.asarray(a, np.int32) for a in (table, seq_lens, cu)]
-        (token_ids_t, positions_t, slots_t, rows_t, late_t, sources_t,
-         table_t, seq_lens_t, cu_t) = self._upload(int64 + int32)
-        if late_rows.size:
-            late_tokens = ahead_of.batch.token_ids.index_select(0, sources_t)
-            token_ids_t.index_copy_(0, late_t, late_tokens)
+        num_decodes = int(np.argmax(np.asarray(query_lens) != 1)) if max_q > 1 else num_seqs
+        # every token late (steady decode): the step before's samples are the input ids
+        all_late = inputs.late_in_order or len(inputs.late_rows) == len(inputs.token_ids) > 0
+        int64 = [inputs.positions, inputs.slots, inputs.sample_rows]
+        if not all_late:
+            int64 += [inputs.token_ids, inputs.late_rows, inputs.late_sources]
+        elif not inputs.late_in_order:
+            int64.append(inputs.late_sources)
+        # one upload per step: a second would take the next pinned buffer, whose last
+        # copy may still wait behind the running step
+        uploaded = self._upload(int64 + [inputs.table, inputs.seq_lens, inputs.cu])
+        positions_t, slots_t, rows_t = uploaded[:3]
+        table_t, seq_lens_t, cu_t = uploaded[-3:]
+        sampled = ahead_of.batch.token_ids if ahead_of is not None and \
+            ahead_of.batch is not None else None
+        if all_late:
+            token_ids_t = sampled if inputs.late_in_order else sampled[uploaded[3]]
+        else:
+            token_ids_t, late_t, sources_t = uploaded[3:6]
+            if len(inputs.late_rows):
+                token_ids_t.index_copy_(0, late_t, sampled.index_select(0, sources_t))
         meta = AttentionMetadata(
             slot_mapping=slots_t, block_tables=table_t, seq_lens=seq_lens_t, cu_seqlens_q=cu_t,
             max_seqlen_q=max_q,
-            seq_lens_cpu=seq_lens.tolist(), query_lens_cpu=query_lens.tolist(),
+            seq_lens_cpu=inputs.seq_lens.tolist(), query_lens_cpu=query_lens,
             is_decode_only=max_q == 1, num_decodes=num_decodes)
-        return token_ids_t, positions_t, meta, rows_t, requests
+        return token_ids_t, positions_t, meta, rows_t, inputs.requests
 
     def _upload(self, arrays: list[np.ndarray]) -> list[torch.Tensor]:
         """Arrays -> device tensors of their dtypes and shapes: one pinned buffer and
@@ -247,10 +286,11 @@ class StepHandle:
     """A launched step: which requests sample and their (maybe still running) samples."""
     __slots__ = ("requests", "batch", "row_of", "prompt_logprobs")
 
-    def __init__(self, requests: list, batch):
+    def __init__(self, requests: list, batch, row_of: dict[str, int] | None = None):
         self.requests = requests
         self.batch = batch
-        self.row_of = {r.request_id: i for i, r in enumerate(requests)}
+        self.row_of = {r.request_id: i for i, r in enumerate(requests)} \
+            if row_of is None else row_of
         self.prompt_logprobs = None       # PromptLogprobs when a request asked
 
     def result(self) -> tuple[dict[str, int], dict[str, dict | None], dict]:
