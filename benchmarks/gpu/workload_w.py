@@ -271,6 +271,11 @@ def main() -> int:
     if args.switch_ab:
         result["switch_ab"] = switch_ab(llm, args.switch_ab.split(","))
         print("switch A/B:", result["switch_ab"], flush=True)
+        # and the host's work per decode step at W's decode point (final outputs)
+        result["decode_batch256_final_only"] = decode_rate(
+            llm, 256 if not args.smoke else 8, 512 if not args.smoke else 16,
+            output_kind="final_only")
+        print("decode_batch256_final_only", result["decode_batch256_final_only"], flush=True)
         (out / "workload_w.json").write_text(json.dumps(result, indent=1))
         return 0
     result["kubellm_waiting_for_each_step"] = run_ours(llm, workload(seed=1),

@@ -38,3 +38,5 @@ def test_workload_w_switch_ab_runs_both_states_twice(tmp_path):
     assert [len(ab["output_tok_s"][s]) for s in ("off", "on")] == [2, 2]
     assert all(is_figure(v) for rates in ab["output_tok_s"].values() for v in rates)
     assert is_figure(ab["on_over_off"])
+    decode = json.loads((tmp_path / "workload_w.json").read_text())["decode_batch256_final_only"]
+    assert is_figure(decode["host_ms"]) and is_figure(decode["decode_tok_s"])
