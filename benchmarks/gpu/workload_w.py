@@ -269,6 +269,8 @@ def main() -> int:
     ours["kernel_switches"] = llm.engine.executor.switches.describe()
     result["kubellm"] = ours
     if args.switch_ab:
+        print("kubellm W, first on this engine (switches:", ours["kernel_switches"] + "):",
+              ours["output_tok_s"], flush=True)
         result["switch_ab"] = switch_ab(llm, args.switch_ab.split(","))
         print("switch A/B:", result["switch_ab"], flush=True)
         # and the host's work per decode step at W's decode point (final outputs)
