@@ -73,16 +73,6 @@ def test_every_variant_matches_reference(variant, dtype):
         check(m, weight, dtype, variant=variant)
 
 
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("m", [1, 70])   # split-K decode tiles and prefill tiles
-def test_dot_magic_codes_by_integer_ops_and_scale_after_the_dot(m, dtype):
-    """Tiles inside one group (groups of 32 and 64 over the interpreter's 32-row tiles),
-    with K not a tile multiple (K=96: the last tile's masked rows add nothing)."""
-    for k, group_size in ((128, 32), (128, 64), (96, 32)):
-        weight, _ = make_weight(k, 48, group_size=group_size)
-        check(m, weight, dtype, variant="dot-magic")
-
-
 def test_gemv_with_a_last_program_past_k():
     """K=96 is three of the interpreter's 32-row tiles: the second program's second tile
     lies past K and must add nothing (its scales are not read either)."""

@@ -56,8 +56,6 @@ def _w4a16_kernel(
     DOT_FP32: tl.constexpr,       # interpreter only: numpy cannot multiply bf16
     DOT_PRECISION: tl.constexpr,
     ROW_WORDS: tl.constexpr,      # unpack: each K row loads its own word (no reshape)
-    MAGIC: tl.constexpr = 0,      # 16-bit pattern of MAGIC_VALUE in x's type; 0: convert
-    MAGIC_VALUE: tl.constexpr = 0.0,
 ):
     PACK: tl.constexpr = 32 // BITS
     pid_n = tl.program_id(0)
@@ -81,52 +79,33 @@ def _w4a16_kernel(
         if ROW_WORDS:   # the PACK rows of a word load it PACK times (from L1): no reshape
             words = tl.load(qw_ptr + (offs_k // PACK)[:, None] * stride_qk + offs_n[None, :],
                             mask=mask_k[:, None] & mask_n[None, :], other=0)
-            codes = (words >> ((offs_k % PACK) * BITS)[:, None]) & ((1 << BITS) - 1)
+            codes = ((words >> ((offs_k % PACK) * BITS)[:, None]) & ((1 << BITS) - 1)
+                     ).to(tl.float32)
         else:
             offs_w = t * (BLOCK_K // PACK) + tl.arange(0, BLOCK_K // PACK)
             words = tl.load(qw_ptr + offs_w[:, None] * stride_qk + offs_n[None, :],
                             mask=(offs_w[:, None] < K // PACK) & mask_n[None, :], other=0)
             codes = (words[:, None, :] >> shifts[None, :, None]) & ((1 << BITS) - 1)
-            codes = tl.reshape(codes, (BLOCK_K, BLOCK_N))
-        if MAGIC != 0 and GROUP_SIZE % BLOCK_K == 0 and not HAS_G_IDX:
-            # codes -> x's 16-bit float type with integer ops only: OR-ing a code into the
-            # mantissa of MAGIC_VALUE (128 in bf16, 1024 in fp16: one unit per step) gives
-            # MAGIC_VALUE + code exactly. Scale and bias go after the dot (the tile lies in
-            # one group): sum_k x_k (c_k s + b) = s (dot(x, MAGIC_VALUE + c) - MAGIC_VALUE
-            # sum_k x_k) + b sum_k x_k. No int-to-float or float-to-bf16 conversion per
-            # weight, each a quarter-rate instruction.
-            w16 = (codes | MAGIC).to(tl.int16).to(x.dtype, bitcast=True)
-            if DOT_FP32:
-                part = tl.dot(x.to(tl.float32), w16.to(tl.float32))
-            else:
-                part = tl.dot(x, w16, input_precision=DOT_PRECISION)
-            x_sum = tl.sum(x.to(tl.float32), axis=1)
+            codes = tl.reshape(codes, (BLOCK_K, BLOCK_N)).to(tl.float32)
+        if HAS_G_IDX:
+            g = tl.load(gidx_ptr + offs_k, mask=mask_k, other=0)
+            at = g[:, None] * stride_sg + offs_n[None, :]
+            both = mask_k[:, None] & mask_n[None, :]
+            w = codes * tl.load(scale_ptr + at, mask=both, other=0.0).to(tl.float32) + \
+                tl.load(bias_ptr + at, mask=both, other=0.0).to(tl.float32)
+        elif GROUP_SIZE % BLOCK_K == 0:   # the whole tile in one group: one row of each
             at = (t * BLOCK_K // GROUP_SIZE) * stride_sg + offs_n
-            scale = tl.load(scale_ptr + at, mask=mask_n, other=0.0).to(tl.float32)
-            bias = tl.load(bias_ptr + at, mask=mask_n, other=0.0).to(tl.float32)
-            acc += (part - MAGIC_VALUE * x_sum[:, None]) * scale[None, :] + \
-                x_sum[:, None] * bias[None, :]
+            w = codes * tl.load(scale_ptr + at, mask=mask_n, other=0.0).to(tl.float32)[None, :] \
+                + tl.load(bias_ptr + at, mask=mask_n, other=0.0).to(tl.float32)[None, :]
         else:
-            codes = codes.to(tl.float32)
-            if HAS_G_IDX:
-                g = tl.load(gidx_ptr + offs_k, mask=mask_k, other=0)
-                at = g[:, None] * stride_sg + offs_n[None, :]
-                both = mask_k[:, None] & mask_n[None, :]
-                w = codes * tl.load(scale_ptr + at, mask=both, other=0.0).to(tl.float32) + \
-                    tl.load(bias_ptr + at, mask=both, other=0.0).to(tl.float32)
-            elif GROUP_SIZE % BLOCK_K == 0:   # the whole tile in one group: one row of each
-                at = (t * BLOCK_K // GROUP_SIZE) * stride_sg + offs_n
-                w = codes * tl.load(scale_ptr + at, mask=mask_n, other=0.0).to(tl.float32)[None, :] \
-                    + tl.load(bias_ptr + at, mask=mask_n, other=0.0).to(tl.float32)[None, :]
-            else:
-                at = (offs_k // GROUP_SIZE)[:, None] * stride_sg + offs_n[None, :]
-                both = mask_k[:, None] & mask_n[None, :]
-                w = codes * tl.load(scale_ptr + at, mask=both, other=0.0).to(tl.float32) + \
-                    tl.load(bias_ptr + at, mask=both, other=0.0).to(tl.float32)
-            if DOT_FP32:
-                acc += tl.dot(x.to(tl.float32), w.to(x.dtype).to(tl.float32))
-            else:
-                acc += tl.dot(x, w.to(x.dtype), input_precision=DOT_PRECISION)
+            at = (offs_k // GROUP_SIZE)[:, None] * stride_sg + offs_n[None, :]
+            both = mask_k[:, None] & mask_n[None, :]
+            w = codes * tl.load(scale_ptr + at, mask=both, other=0.0).to(tl.float32) + \
+                tl.load(bias_ptr + at, mask=both, other=0.0).to(tl.float32)
+        if DOT_FP32:
+            acc += tl.dot(x.to(tl.float32), w.to(x.dtype).to(tl.float32))
+        else:
+            acc += tl.dot(x, w.to(x.dtype), input_precision=DOT_PRECISION)
     out_at = out_ptr + offs_m[:, None] * stride_om + offs_n[None, :]
     mask = mask_m[:, None] & mask_n[None, :]
     if ATOMIC:   # relaxed: the split-K partial sums need no ordering between programs
@@ -251,12 +230,11 @@ def _configs(decode: bool):
                                    (128, 128, 128, 8, 3), (128, 64, 64, 4, 4))]
 
 
-_KEY = ["M_BUCKET", "N", "K", "BITS", "GROUP_SIZE", "HAS_G_IDX"]
-_decode_tuned = triton.autotune(configs=_configs(True), key=_KEY + ["ROW_WORDS", "MAGIC"],
+_KEY = ["M_BUCKET", "N", "K", "BITS", "GROUP_SIZE", "HAS_G_IDX", "ROW_WORDS"]
+_decode_tuned = triton.autotune(configs=_configs(True), key=_KEY,
                                 reset_to_zero=["out_ptr"])(_w4a16_kernel)
-_prefill_tuned = triton.autotune(configs=_configs(False),
-                                 key=_KEY + ["ROW_WORDS", "MAGIC"])(_w4a16_kernel)
-_gemv_tuned = triton.autotune(configs=_gemv_configs(), key=_KEY,
+_prefill_tuned = triton.autotune(configs=_configs(False), key=_KEY)(_w4a16_kernel)
+_gemv_tuned = triton.autotune(configs=_gemv_configs(), key=_KEY[:-1],
                               reset_to_zero=["out_ptr"])(_w4a16_gemv_kernel)
 # "gemv": the unpack-in-place kernel (M <= GEMV_MAX_M); "dot": tensor-core tiles, codes
 # unpacked by a reshape; "dot-rows": the same tiles, each K row loading its own word.
@@ -266,16 +244,16 @@ _gemv_tuned = triton.autotune(configs=_gemv_configs(), key=_KEY,
 # the reworked "gemv" (1-4 tiles per program) tied it at 1 row (13.3-57.7 us against
 # 13.7-55.4 over the four shapes) and lost 1.7-2.4x at 4, so no switch sends calls to it;
 # it stays selectable for the benchmark that compares them (benchmarks/gpu/w4a16.py --part
-# kernel; benchmarks/results/gpu-h200-2026-12-02). A fourth variant, a dot per code
+# kernel; benchmarks/results/gpu-h200-2026-12-02). The same kernel on 8-bit codes (twice
+# the bytes) took only 1.05-1.2x the 4-bit time, so its time is not the weight read; but
+# a variant that made the codes bf16 by integer ops (OR into the mantissa of 128, a
+# bitcast; no int-to-float or float-to-bf16 conversion per weight) with the scale and
+# bias after the dot lost 1.1-1.5x to "dot" at every shape and 1-64 rows (2026-12-02),
+# so the conversions are not what bounds it either; removed. A fourth variant, a dot per code
 # position with the scale applied after the dot (no reshape, a shift, a mask and a
 # conversion per weight), lost to "dot" at every shape and batch 1-64 on the H200
 # (1.2-3.9x slower, benchmarks/results/gpu-h200-2026-12-01c) and was removed.
-# "dot-magic": the dot kernel, but where a K tile lies in one group (no act-order) and
-# the codes are 4-bit and x is bf16 or fp16, the codes become x's type by integer ops and
-# the scale and bias apply after the dot; elsewhere it is "dot".
-VARIANTS = ("gemv", "dot", "dot-rows", "dot-magic")
-# the 16-bit pattern and value of a float whose mantissa unit is 1 (codes OR-ed into it)
-_MAGIC = {torch.bfloat16: (0x4300, 128.0), torch.float16: (0x6400, 1024.0)}
+VARIANTS = ("gemv", "dot", "dot-rows")
 DEFAULT_VARIANT = "dot"   # every M: the dot kernel's tiling follows M (decode or prefill)
 GEMV_MAX_M = 4
 
@@ -338,8 +316,6 @@ def w4a16_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
                   ATOMIC=decode, DOT_FP32=interpreted and x.dtype == torch.bfloat16,
                   DOT_PRECISION="ieee" if x.dtype == torch.float32 else "tf32",
                   ROW_WORDS=variant == "dot-rows")
-    if variant == "dot-magic" and bits == 4 and x.dtype in _MAGIC:
-        kwargs["MAGIC"], kwargs["MAGIC_VALUE"] = _MAGIC[x.dtype]
     if interpreted:   # small fixed tiles keep CPU tests fast; 2 K splits test the sum
         kwargs.update(BLOCK_M=16, BLOCK_N=32, BLOCK_K=32, SPLIT_K=2 if decode else 1)
     elif decode:
