@@ -55,3 +55,14 @@ def test_each_http_client_times_every_stream(server, tmp_path, client):
     refused = asyncio.run(run_http_rate(server.url, [[100, 101]] * 2, float("inf"), args,
                                         "no-such-model"))
     assert all(s.error and s.error.startswith("HTTP 404") for s in refused), refused
+
+
+def test_each_load_sends_prompts_of_its_own():
+    """No load replays another's prompts (the prefix cache would serve them)."""
+    from kubellm.runtime.cli.bench.serve import WARM_UP_PROMPTS, split_prompts
+    workloads = [(64, 16.0), (64, float("inf")), (512, 64.0)]
+    prompts = [[i] for i in range(WARM_UP_PROMPTS + 640)]
+    warm, loads = split_prompts(prompts, workloads)
+    assert len(warm) == WARM_UP_PROMPTS and [len(p) for p in loads] == [64, 64, 512]
+    sent = [p[0] for p in warm] + [p[0] for load in loads for p in load]
+    assert sorted(sent) == list(range(len(prompts)))

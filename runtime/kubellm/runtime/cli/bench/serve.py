@@ -75,6 +75,17 @@ def add_serve_args(p: argparse.ArgumentParser) -> None:
 
 
 # ---- workload ------------------------------------------------------------------------
+def split_prompts(prompts: list, workloads: list) -> tuple[list, list[list]]:
+    """The warm-up's WARM_UP_PROMPTS prompts, then each load's own: no load reuses a
+    prompt another sent, so none is served from the prefix cache (with one list for all,
+    every load after the first replayed cached prompts)."""
+    warm, at, loads = prompts[:WARM_UP_PROMPTS], WARM_UP_PROMPTS, []
+    for num, _ in workloads:
+        loads.append(prompts[at:at + num])
+        at += num
+    return warm, loads
+
+
 def make_workload(args) -> list[list[int]]:
     rng = random.Random(args.dataset_seed)
     # stay clear of the special tokens at the low end of typical vocabularies
@@ -232,6 +243,7 @@ async def _schedule(prompts, rate, seed, send) -> list[Sample]:
 
 
 WARM_UP_RATE = 16.0
+WARM_UP_PROMPTS = 16
 
 
 async def _warm_up(send, prompts, seed: int = 0) -> None:
@@ -355,8 +367,8 @@ def run_serve_bench(args: argparse.Namespace) -> int:
     if not args.url and not args.launch and not args.compare_in_process:
         raise SystemExit("kubellm: error: give --url, --launch or --compare-in-process")
     config = engine_config_from_args(args, model=args.model)
-    args.num_prompts = max(n for n, _ in workloads)
-    prompts = make_workload(args)
+    args.num_prompts = WARM_UP_PROMPTS + sum(n for n, _ in workloads)
+    warm, loads = split_prompts(make_workload(args), workloads)
     result = {"workload": {"num_prompts": args.num_prompts, "input_len": args.input_len,
                            "output_len": args.output_len, "dataset_seed": args.dataset_seed,
                            "workloads": [[n, "inf" if math.isinf(r) else r]
@@ -375,12 +387,12 @@ def run_serve_bench(args: argparse.Namespace) -> int:
         url = args.url or (server.url if server else None)
         if url:
             model = _served_model(url, args.api_key)
-            asyncio.run(_warm_up_http(url, prompts, args, model))
-            for num, rate in workloads:
+            asyncio.run(_warm_up_http(url, warm, args, model))
+            for (num, rate), load in zip(workloads, loads):
                 if client_trace is not None:
                     client_trace.mark("burst", f"{num}@{rate}")
                 start, cpu = time.perf_counter(), time.process_time()
-                samples = asyncio.run(run_http_rate(url, prompts[:num], rate, args, model))
+                samples = asyncio.run(run_http_rate(url, load, rate, args, model))
                 wall = time.perf_counter() - start
                 row = summarize(samples, wall, rate)
                 # this process's CPU seconds over the load's seconds: the client's share
@@ -393,7 +405,7 @@ def run_serve_bench(args: argparse.Namespace) -> int:
         if client_trace is not None:
             client_trace.write(args.trace_dir)
     if args.compare_in_process:
-        timed = asyncio.run(_timed_inproc(config, prompts, workloads, args))
+        timed = asyncio.run(_timed_inproc(config, warm, loads, workloads, args))
         for (num, rate), (samples, wall) in zip(workloads, timed):
             result["in_process"].append(summarize(samples, wall, rate))
             _print_row("in-process", result["in_process"][-1])
@@ -420,7 +432,7 @@ async def _warm_up_http(url, prompts, args, model) -> None:
     await run_http_rate(url, prompts[:16], WARM_UP_RATE, args, model)
 
 
-async def _timed_inproc(config, prompts, workloads, args) -> list:
+async def _timed_inproc(config, warm, loads, workloads, args) -> list:
     """Each workload through the engine in this process: (samples, wall seconds)."""
     from kubellm.runtime.engine.llm_engine import LLMEngine
     from kubellm.runtime.engine_core import profiler
@@ -437,11 +449,11 @@ async def _timed_inproc(config, prompts, workloads, args) -> list:
     def send(p):
         return inproc_request(async_engine, p, args, f"b{next(ids)}")
     try:
-        await _warm_up(send, prompts, args.dataset_seed)
+        await _warm_up(send, warm, args.dataset_seed)
         out = []
-        for num, rate in workloads:
+        for (_, rate), load in zip(workloads, loads):
             start = time.perf_counter()
-            samples = await _schedule(prompts[:num], rate, args.dataset_seed, send)
+            samples = await _schedule(load, rate, args.dataset_seed, send)
             out.append((samples, time.perf_counter() - start))
         return out
     finally:
