@@ -81,14 +81,29 @@ def _add(sender, codec, request_id: str, num_preparing: int = 0) -> None:
                               wire.pickled(SamplingParams(max_tokens=4)), 0, num_preparing]))
 
 
+def _start(core, monkeypatch, gap_ms: float, cap_ms: float) -> threading.Thread:
+    """The core's loop on a thread, with these burst knobs."""
+    monkeypatch.setattr(core_proc, "BURST_GAP_MS", gap_ms)
+    monkeypatch.setattr(core_proc, "BURST_MAX_MS", cap_ms)
+    loop = threading.Thread(target=core.run)
+    loop.start()
+    return loop
+
+
+@pytest.mark.parametrize("value", ["soon", "-1", "nan", "inf"])
+def test_a_bad_burst_knob_names_the_variable(monkeypatch, value):
+    monkeypatch.setenv("KUBELLM_CORE_BURST_GAP_MS", value)
+    with pytest.raises(SystemExit, match="KUBELLM_CORE_BURST_GAP_MS"):
+        core_proc._env_ms("KUBELLM_CORE_BURST_GAP_MS", 2.0)
+    monkeypatch.setenv("KUBELLM_CORE_BURST_GAP_MS", "0")
+    assert core_proc._env_ms("KUBELLM_CORE_BURST_GAP_MS", 2.0) == 0.0
+
+
 def test_a_burst_reaching_an_idle_core_starts_in_one_step(core_and_sender, monkeypatch):
     core, engine, sender = core_and_sender
     # generous gaps: the test thread sends the rest right after the core took the first
-    monkeypatch.setattr(core_proc, "BURST_GAP_MS", 2000.0)
-    monkeypatch.setattr(core_proc, "BURST_MAX_MS", 10000.0)
+    loop = _start(core, monkeypatch, 2000.0, 10000.0)
     codec = wire.Codec()
-    loop = threading.Thread(target=core.run)
-    loop.start()
     _add(sender, codec, "r0")
     assert engine.first_added.wait(30)
     for i in range(1, 16):
@@ -101,10 +116,7 @@ def test_a_burst_reaching_an_idle_core_starts_in_one_step(core_and_sender, monke
 def test_a_lone_request_steps_without_waiting_for_the_cap(core_and_sender, monkeypatch):
     """The gather ends at the first quiet gap, not at BURST_MAX_MS."""
     core, engine, sender = core_and_sender
-    monkeypatch.setattr(core_proc, "BURST_GAP_MS", 1.0)
-    monkeypatch.setattr(core_proc, "BURST_MAX_MS", 3_600_000.0)
-    loop = threading.Thread(target=core.run)
-    loop.start()
+    loop = _start(core, monkeypatch, 1.0, 3_600_000.0)
     _add(sender, wire.Codec(), "alone")
     loop.join(60)
     assert not loop.is_alive()
@@ -116,11 +128,8 @@ def test_a_front_end_still_preparing_holds_the_first_step(core_and_sender, monke
     and with each add (how many it still prepares); the core waits for them however
     long the gaps (up to the cap), not one gap."""
     core, engine, sender = core_and_sender
-    monkeypatch.setattr(core_proc, "BURST_GAP_MS", 1.0)
-    monkeypatch.setattr(core_proc, "BURST_MAX_MS", 3_600_000.0)
+    loop = _start(core, monkeypatch, 1.0, 3_600_000.0)
     codec = wire.Codec()
-    loop = threading.Thread(target=core.run)
-    loop.start()
     sender.send(codec.encode([wire.PREPARING, 0, 1]))  # read one, preparing it
     time.sleep(0.05)
     _add(sender, codec, "r0", num_preparing=3)

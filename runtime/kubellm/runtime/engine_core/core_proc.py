@@ -47,8 +47,26 @@ IDLE_POLL_MS = 1000  # fallback parent check where pidfds are missing
 # A front end that has read requests tells the core (PREPARING when it starts on the first
 # of them, then with each add the number it still prepares): while one has some, the
 # core waits for them up to BURST_MAX_MS, however slow that front end is.
-BURST_GAP_MS = float(os.environ.get("KUBELLM_CORE_BURST_GAP_MS", 2.0))
-BURST_MAX_MS = float(os.environ.get("KUBELLM_CORE_BURST_MAX_MS", 20.0))
+
+
+def _env_ms(name: str, default: float) -> float:
+    """A non-negative number of milliseconds from the environment; a bad value stops the
+    core with a message naming the variable (not a bare float() traceback)."""
+    text = os.environ.get(name)
+    if text is None:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        raise SystemExit(f"kubellm: {name}={text!r}: expected a non-negative number of "
+                         "milliseconds")
+    return value
+
+
+BURST_GAP_MS = _env_ms("KUBELLM_CORE_BURST_GAP_MS", 2.0)
+BURST_MAX_MS = _env_ms("KUBELLM_CORE_BURST_MAX_MS", 20.0)
 
 
 @dataclasses.dataclass(frozen=True)
