@@ -51,10 +51,13 @@ def test_each_http_client_times_every_stream(server, tmp_path, client):
     assert row["num_failed"] == 0 and row["output_tokens"] == 6 * 5
     assert row["tpot_ms"]["p50"] > 0 and row["ttft_ms"]["p50"] > 0
     # a refused request is a counted failure that keeps the server's status
-    from kubellm.runtime.cli.bench.serve import run_http_rate
-    refused = asyncio.run(run_http_rate(server.url, [[100, 101]] * 2, float("inf"), args,
-                                        "no-such-model"))
-    assert all(s.error and s.error.startswith("HTTP 404") for s in refused), refused
+    from kubellm.runtime.cli.bench.serve import http_client
+
+    async def refused():
+        async with http_client(server.url, args, "no-such-model", 4) as pooled:
+            return await asyncio.gather(*(pooled.complete([100, 101]) for _ in range(2)))
+    samples = asyncio.run(refused())
+    assert all(s.error and s.error.startswith("HTTP 404") for s in samples), samples
 
 
 def test_each_load_sends_prompts_of_its_own():

@@ -116,97 +116,33 @@ class Sample:
 
 
 # ---- HTTP backend --------------------------------------------------------------------
-class _StreamTimer:
-    """One streamed completion's timings, fed the response's lines. Only the rare events
-    are parsed: with 512 streams the client must keep up with the server."""
-
-    def __init__(self):
-        self.sample = Sample()
-        self.start = self.last = time.perf_counter()
-
-    def line(self, line: str) -> bool:
-        """False once the stream reported an error."""
-        if not line.startswith("data: {"):
-            return True
-        now = time.perf_counter()
-        if line.startswith('data: {"error"'):
-            self.sample.error = line[6:206]
-            return False
-        if '"usage":{' in line:
-            self.sample.num_output_tokens = json.loads(line[6:])["usage"]["completion_tokens"]
-            return True
-        if self.sample.ttft is None:
-            self.sample.ttft = now - self.start
-        else:
-            self.sample.gaps.append(now - self.last)
-        self.last = now
-        return True
-
-    def done(self) -> Sample:
-        self.sample.latency = self.last - self.start
-        return self.sample
+def http_client(url: str, args, model: str, max_connections: int):
+    from kubellm.runtime.cli.bench.http_client import PooledClient
+    return PooledClient(url, args.api_key, args.http_client, max_connections,
+                        args.output_len, model, Sample)
 
 
-def _completion_body(prompt: list[int], args, model: str) -> dict:
-    return {"model": model, "prompt": prompt, "max_tokens": args.output_len,
-            "ignore_eos": True, "temperature": 0.0, "stream": True,
-            "stream_options": {"include_usage": True}}
-
-
-async def aiohttp_request(session, prompt: list[int], args, model: str) -> Sample:
-    timer = _StreamTimer()
-    try:
-        async with session.post("/v1/completions", json=_completion_body(prompt, args, model)
-                                ) as r:
-            if r.status != 200:
-                timer.sample.error = f"HTTP {r.status}: {(await r.read())[:200]!r}"
-                return timer.sample
-            async for raw in r.content:   # one SSE line per item
-                if not timer.line(raw.decode()):
-                    return timer.sample
-    except Exception as exc:  # a failed request is counted, not fatal
-        timer.sample.error = f"{type(exc).__name__}: {exc}"
-        return timer.sample
-    return timer.done()
-
-
-async def httpx_request(client, prompt: list[int], args, model: str) -> Sample:
-    timer = _StreamTimer()
-    try:
-        async with client.stream("POST", "/v1/completions",
-                                 json=_completion_body(prompt, args, model)) as r:
-            if r.status_code != 200:
-                timer.sample.error = f"HTTP {r.status_code}: {(await r.aread())[:200]!r}"
-                return timer.sample
-            async for line in r.aiter_lines():
-                if not timer.line(line):
-                    return timer.sample
-    except Exception as exc:  # a failed request is counted, not fatal
-        timer.sample.error = f"{type(exc).__name__}: {exc}"
-        return timer.sample
-    return timer.done()
-
-
-async def run_http_rate(url: str, prompts, rate: float, args, model: str) -> list[Sample]:
-    """The schedule over HTTP with ``--http-client``. aiohttp is the default: measured on
-    the 2-core CPU machine against a server that only writes SSE, it read 512 streams of
-    128 events with 15 µs of client CPU per event where httpx took 33-40 µs, and on the
-    H200 512 streams deliver ~14k events/s, which httpx's client could not keep up with."""
-    headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
-    if args.http_client == "httpx":
-        import httpx
-        limits = httpx.Limits(max_connections=len(prompts) + 8, max_keepalive_connections=64)
-        async with httpx.AsyncClient(base_url=url, headers=headers, limits=limits,
-                                     timeout=httpx.Timeout(600.0)) as client:
-            return await _schedule(prompts, rate, args.dataset_seed,
-                                   lambda p: httpx_request(client, p, args, model))
-    import aiohttp
-    connector = aiohttp.TCPConnector(limit=len(prompts) + 8)
-    async with aiohttp.ClientSession(base_url=url, headers=headers, connector=connector,
-                                     timeout=aiohttp.ClientTimeout(total=600.0)) as session:
-        return await _schedule(prompts, rate, args.dataset_seed,
-                               lambda p: aiohttp_request(session, p, args, model))
-
+async def run_http_loads(url: str, warm, loads, workloads, args, model: str,
+                         client_trace=None) -> list[dict]:
+    """The warm-up, then each load over one pool of connections (http_client.py says why)
+    in one event loop; a row of figures per load."""
+    biggest = max([len(warm)] + [len(load) for load in loads])
+    async with http_client(url, args, model, biggest + 8) as client:
+        await _warm_up(client.complete, warm, args.dataset_seed)
+        rows = []
+        for (num, rate), load in zip(workloads, loads):
+            await client.open_connections(num)
+            if client_trace is not None:
+                client_trace.mark("burst", f"{num}@{rate}")
+            start, cpu = time.perf_counter(), time.process_time()
+            samples = await _schedule(load, rate, args.dataset_seed, client.complete)
+            wall = time.perf_counter() - start
+            row = summarize(samples, wall, rate)
+            # this process's CPU seconds over the load's seconds: the client's share
+            row["client_cpu_fraction"] = round((time.process_time() - cpu) / wall, 3)
+            rows.append(row)
+            _print_row("http", row)
+        return rows
 
 # ---- in-process backend --------------------------------------------------------------
 async def inproc_request(async_engine, prompt, args, request_id: str) -> Sample:
@@ -387,18 +323,8 @@ def run_serve_bench(args: argparse.Namespace) -> int:
         url = args.url or (server.url if server else None)
         if url:
             model = _served_model(url, args.api_key)
-            asyncio.run(_warm_up_http(url, warm, args, model))
-            for (num, rate), load in zip(workloads, loads):
-                if client_trace is not None:
-                    client_trace.mark("burst", f"{num}@{rate}")
-                start, cpu = time.perf_counter(), time.process_time()
-                samples = asyncio.run(run_http_rate(url, load, rate, args, model))
-                wall = time.perf_counter() - start
-                row = summarize(samples, wall, rate)
-                # this process's CPU seconds over the load's seconds: the client's share
-                row["client_cpu_fraction"] = round((time.process_time() - cpu) / wall, 3)
-                result["http"].append(row)
-                _print_row("http", result["http"][-1])
+            result["http"] = asyncio.run(run_http_loads(url, warm, loads, workloads, args,
+                                                        model, client_trace))
     finally:
         if server is not None:
             result["server_exit_code"] = server.stop()
@@ -425,11 +351,6 @@ def run_serve_bench(args: argparse.Namespace) -> int:
     print(json.dumps({"http": result["http"], "in_process": result["in_process"],
                       "http_overhead": result["http_overhead"]}))
     return 0
-
-
-async def _warm_up_http(url, prompts, args, model) -> None:
-    await run_http_rate(url, prompts[:4], math.inf, args, model)
-    await run_http_rate(url, prompts[:16], WARM_UP_RATE, args, model)
 
 
 async def _timed_inproc(config, warm, loads, workloads, args) -> list:
