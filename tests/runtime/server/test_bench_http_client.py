@@ -51,7 +51,8 @@ async def one_load(kind: str, num: int) -> tuple[dict, list]:
         async with PooledClient(f"http://127.0.0.1:{port}", None, kind, num + 8, TOKENS,
                                 "m", Sample) as client:
             await client.open_connections(num)
-            samples = await asyncio.gather(*(client.complete([1, 2]) for _ in range(num)))
+            bodies = [client.encode([1, 2]) for _ in range(num)]
+            samples = await asyncio.gather(*(client.complete(b) for b in bodies))
     finally:
         await runner.cleanup()
     return seen, samples

@@ -131,11 +131,12 @@ async def run_http_loads(url: str, warm, loads, workloads, args, model: str,
         await _warm_up(client.complete, warm, args.dataset_seed)
         rows = []
         for (num, rate), load in zip(workloads, loads):
+            bodies = [client.encode(prompt) for prompt in load]
             await client.open_connections(num)
             if client_trace is not None:
                 client_trace.mark("burst", f"{num}@{rate}")
             start, cpu = time.perf_counter(), time.process_time()
-            samples = await _schedule(load, rate, args.dataset_seed, client.complete)
+            samples = await _schedule(bodies, rate, args.dataset_seed, client.complete)
             wall = time.perf_counter() - start
             row = summarize(samples, wall, rate)
             # this process's CPU seconds over the load's seconds: the client's share
