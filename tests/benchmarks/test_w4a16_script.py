@@ -53,6 +53,12 @@ def test_w4a16_refuses_an_unknown_engine(tmp_path):
                    "--engines", "4bit,fp3", timeout=120)
 
 
+def test_w4a16_whole_run_refuses_variants_without_the_default(tmp_path):
+    with pytest.raises(AssertionError, match="--variants: the whole run needs 'dot'"):
+        run_module("benchmarks.gpu.w4a16", "--smoke", "--out", tmp_path,
+                   "--variants", "dot-zeros", timeout=120)
+
+
 def test_w4a16_kernel_part_times_only_the_variants_asked_for(tmp_path):
     run_module("benchmarks.gpu.w4a16", "--smoke", "--part", "kernel", "--variants",
                "dot,dot-rows", "--out", tmp_path, timeout=300)
