@@ -12,7 +12,7 @@ top-5 rule once in 192 positions. A wrong weight (group, packing, scale) puts ou
 where a random one sits, ~4-5 std below the best.
 
 These engine tests run the default W4A16 kernel, whose decode calls sum their K splits in
-the persistent workspace (w4a16_gemm.py) inside the engine's CUDA graphs; the last test
+the persistent workspace (w4a16_gemm.py) inside the engine's CUDA graphs; the first test
 checks that kernel alone in graphs: replays right at 1-64 rows, the workspace left zero."""
 from __future__ import annotations
 
@@ -69,42 +69,6 @@ def _dequantized_state(ours) -> dict[str, torch.Tensor]:
     return state
 
 
-@pytest.mark.parametrize("enforce_eager, quantize_lm_head, switches",
-                         [(False, False, ""), (True, False, ""), (False, True, ""),
-                          (False, False, "w4a16_tinygemm")],
-                         ids=["graphs", "eager", "graphs-4bit-head", "graphs-tinygemm"])
-def test_4bit_greedy_tokens_are_transformers_best_on_the_same_weights(
-        enforce_eager, quantize_lm_head, switches, tmp_path, make_llm):
-    from kubellm.runtime import SamplingParams
-    path, hf = _checkpoint(tmp_path)
-    llm = make_llm(path, skip_tokenizer_init=True, max_model_len=2048, max_num_seqs=16,
-                   enforce_eager=enforce_eager, gpu_memory_utilization=0.5,
-                   quantization="4bit", quantize_lm_head=quantize_lm_head,
-                   kernel_switches=switches)
-    if switches:   # every 4-bit linear took tinygemm's copy (calls of <= 4 rows)
-        linears = [m for m in llm.engine.executor.model.modules()
-                   if getattr(m, "quant_method", None) is not None]
-        assert linears and all(getattr(m, "tinygemm", None) is not None for m in linears)
-    loaded = hf.load_state_dict(_dequantized_state(llm.engine.executor.model), strict=False)
-    assert not loaded.unexpected_keys, loaded.unexpected_keys
-    assert not [k for k in loaded.missing_keys if "proj" in k], loaded.missing_keys
-    rng = random.Random(0)
-    prompts = [[rng.randrange(1000, 100000) for _ in range(rng.randint(5, 300))]
-               for _ in range(12)]
-    outs = llm.generate(prompts, SamplingParams(temperature=0, max_tokens=MAX_TOKENS,
-                                                ignore_eos=True))
-    failures = []
-    for i, (p, o) in enumerate(zip(prompts, outs)):
-        ours = o.outputs[0].token_ids
-        assert len(ours) == MAX_TOKENS
-        gaps = teacher_forced_gaps(hf, p, ours, "cuda")
-        worst = int(gaps.argmax())
-        if gaps[worst] > MAX_GAP_STD:
-            failures.append(f"prompt {i} step {worst}: our token {ours[worst]} is "
-                            f"{gaps[worst]:.2f} std below transformers' best")
-    assert not failures, failures
-
-
 def test_w4a16_decode_gemm_in_cuda_graphs_leaves_its_workspace_zero():
     """One eager call per batch size (as the engine warms up; it allocates N's workspace),
     then 1, 4, 16 and 64 rows captured in one graph and replayed on new inputs: each
@@ -139,3 +103,39 @@ def test_w4a16_decode_gemm_in_cuda_graphs_leaves_its_workspace_zero():
             torch.cuda.graph(torch.cuda.CUDAGraph()):
         gemm.w4a16_gemm(xs[1], **w)
         gemm.w4a16_gemm(xs[1], **other)
+
+
+@pytest.mark.parametrize("enforce_eager, quantize_lm_head, switches",
+                         [(False, False, ""), (True, False, ""), (False, True, ""),
+                          (False, False, "w4a16_tinygemm")],
+                         ids=["graphs", "eager", "graphs-4bit-head", "graphs-tinygemm"])
+def test_4bit_greedy_tokens_are_transformers_best_on_the_same_weights(
+        enforce_eager, quantize_lm_head, switches, tmp_path, make_llm):
+    from kubellm.runtime import SamplingParams
+    path, hf = _checkpoint(tmp_path)
+    llm = make_llm(path, skip_tokenizer_init=True, max_model_len=2048, max_num_seqs=16,
+                   enforce_eager=enforce_eager, gpu_memory_utilization=0.5,
+                   quantization="4bit", quantize_lm_head=quantize_lm_head,
+                   kernel_switches=switches)
+    if switches:   # every 4-bit linear took tinygemm's copy (calls of <= 4 rows)
+        linears = [m for m in llm.engine.executor.model.modules()
+                   if getattr(m, "quant_method", None) is not None]
+        assert linears and all(getattr(m, "tinygemm", None) is not None for m in linears)
+    loaded = hf.load_state_dict(_dequantized_state(llm.engine.executor.model), strict=False)
+    assert not loaded.unexpected_keys, loaded.unexpected_keys
+    assert not [k for k in loaded.missing_keys if "proj" in k], loaded.missing_keys
+    rng = random.Random(0)
+    prompts = [[rng.randrange(1000, 100000) for _ in range(rng.randint(5, 300))]
+               for _ in range(12)]
+    outs = llm.generate(prompts, SamplingParams(temperature=0, max_tokens=MAX_TOKENS,
+                                                ignore_eos=True))
+    failures = []
+    for i, (p, o) in enumerate(zip(prompts, outs)):
+        ours = o.outputs[0].token_ids
+        assert len(ours) == MAX_TOKENS
+        gaps = teacher_forced_gaps(hf, p, ours, "cuda")
+        worst = int(gaps.argmax())
+        if gaps[worst] > MAX_GAP_STD:
+            failures.append(f"prompt {i} step {worst}: our token {ours[worst]} is "
+                            f"{gaps[worst]:.2f} std below transformers' best")
+    assert not failures, failures
