@@ -168,12 +168,12 @@ def kernel_part(args) -> dict:
 
 def probe(x, quant8, m: int, n: int, group: int, device: str, dtype) -> dict:
     """The default kernel on 8-bit codes of the same shape, and the zeros + cast around
-    a decode call."""
+    a decode call of the old path (dot-zeros; the default decode call has neither)."""
     import torch
 
     from kubellm.kernels.w4a16_gemm import w4a16_gemm
     us8 = call_us([lambda q=q: w4a16_gemm(x, *q, group, 8) for q in quant8], device)
-    # what a decode call spends around the kernel: its fp32 zeros and the cast back
+    # what a dot-zeros decode call spends around the kernel: fp32 zeros and the cast back
     us_around = call_us([lambda: torch.zeros((m, n), dtype=torch.float32,
                                              device=device).to(dtype)], device)
     bytes8 = quant8[0][0].numel() * 4
