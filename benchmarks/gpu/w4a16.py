@@ -17,6 +17,8 @@ process exits, which would shrink the second engine's KV pool).
 
     python -m benchmarks.gpu.w4a16 --out DIR            # writes DIR/w4a16.json
     python -m benchmarks.gpu.w4a16 --smoke --out DIR    # tiny shape on the CPU (CI)
+    python -m benchmarks.gpu.w4a16 --engines 4bit --variants dot,dot-zeros --out DIR
+        # the GEMM part times only those variants (no tinygemm, no probes): shorter
 """
 from __future__ import annotations
 
@@ -166,12 +168,12 @@ def kernel_part(args) -> dict:
 
 def probe(x, quant8, m: int, n: int, group: int, device: str, dtype) -> dict:
     """The default kernel on 8-bit codes of the same shape, and the zeros + cast around
-    a decode call."""
+    a decode call of the old path (dot-zeros; the default decode call has neither)."""
     import torch
 
     from kubellm.kernels.w4a16_gemm import w4a16_gemm
     us8 = call_us([lambda q=q: w4a16_gemm(x, *q, group, 8) for q in quant8], device)
-    # what a decode call spends around the kernel: its fp32 zeros and the cast back
+    # what a dot-zeros decode call spends around the kernel: fp32 zeros and the cast back
     us_around = call_us([lambda: torch.zeros((m, n), dtype=torch.float32,
                                              device=device).to(dtype)], device)
     bytes8 = quant8[0][0].numel() * 4
@@ -217,10 +219,11 @@ def significant(x: float, digits: int = 4) -> float:
     return float(f"{x:.{digits}g}")
 
 
-def run_part(part: str, out: Path, smoke: bool, engine: str = "") -> dict:
+def run_part(part: str, out: Path, smoke: bool, engine: str = "", variants: str = "") -> dict:
     path = out / f"w4a16_{part}{'_' + engine if engine else ''}.json"
     cmd = [sys.executable, "-m", "benchmarks.gpu.w4a16", "--part", part, "--out", str(out)]
     cmd += ["--engine", engine] if engine else []
+    cmd += ["--variants", variants] if variants else []
     cmd += ["--smoke"] if smoke else []
     subprocess.run(cmd, check=True)
     return json.loads(path.read_text())
@@ -252,8 +255,9 @@ def main() -> int:
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--part", choices=["engine", "kernel"])
     ap.add_argument("--variants", default="",
-                    help="--part kernel: time only these GEMM variants (default: all, then "
-                         "tinygemm and the probes too)")
+                    help="the GEMM part (--part kernel or the whole run): time only these "
+                         "variants (default: all, then tinygemm and the probes too); the "
+                         "whole run needs the default one among them")
     ap.add_argument("--engine", choices=list(ENGINES), default="bf16")
     ap.add_argument("--engines", default=",".join(e for e in ENGINES if e != "bf16"),
                     help="the 4-bit engines to compare with bf16 (comma-separated)")
@@ -266,19 +270,22 @@ def main() -> int:
         result = engine_part(args)
         (out / f"w4a16_engine_{args.engine}.json").write_text(json.dumps(result, indent=1))
         return 0
+    from kubellm.kernels.w4a16_gemm import DEFAULT_VARIANT, VARIANTS
+    variants = set(filter(None, args.variants.split(",")))
+    if variants - set(VARIANTS):
+        ap.error(f"--variants: unknown {sorted(variants - set(VARIANTS))}; choose from "
+                 f"{', '.join(VARIANTS)}")
     if args.part == "kernel":
-        from kubellm.kernels.w4a16_gemm import VARIANTS
-        unknown = set(filter(None, args.variants.split(","))) - set(VARIANTS)
-        if unknown:
-            ap.error(f"--variants: unknown {sorted(unknown)}; choose from {', '.join(VARIANTS)}")
         (out / "w4a16_kernel.json").write_text(json.dumps(kernel_part(args), indent=1))
         return 0
+    if variants and DEFAULT_VARIANT not in variants:   # the summary's GEMM figures are its
+        ap.error(f"--variants: the whole run needs {DEFAULT_VARIANT!r} among them")
     names = [e.strip() for e in args.engines.split(",") if e.strip()]
     unknown = [e for e in names if e not in ENGINES or e == "bf16"]
     if unknown or not names:
         ap.error(f"--engines: unknown {unknown or 'none given'}; choose from "
                  f"{', '.join(e for e in ENGINES if e != 'bf16')}")
-    kernel = run_part("kernel", out, args.smoke)
+    kernel = run_part("kernel", out, args.smoke, variants=args.variants)
     bf16 = run_part("engine", out, args.smoke, "bf16")
     quantized = {e: run_part("engine", out, args.smoke, e) for e in names}
     result = {"summary": summary(bf16, quantized, kernel), "bf16": bf16, **quantized,

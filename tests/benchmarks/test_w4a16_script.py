@@ -31,8 +31,9 @@ def test_w4a16_smoke_writes_figures(tmp_path):
     assert {(r["k"], r["n"], r["m"]) for r in gemm} == {(64, 128, 1), (64, 128, 4),
                                                         (128, 64, 1), (128, 64, 4)}
     # every variant that takes the rows is timed: gemv only up to its row limit
-    assert all(set(r["variants"]) == ({"gemv", "dot", "dot-rows"} if r["m"] <= GEMV_MAX_M
-                                      else {"dot", "dot-rows"}) for r in gemm)
+    assert all(set(r["variants"]) == ({"gemv", "dot", "dot-rows", "dot-zeros"}
+                                      if r["m"] <= GEMV_MAX_M
+                                      else {"dot", "dot-rows", "dot-zeros"}) for r in gemm)
     assert all(is_figure(v["weight_read_tb_s"]) and is_figure(v["of_copy_bandwidth"])
                for r in gemm for v in r["variants"].values())
     assert all(r["best"] in r["variants"] and r["default"] in r["variants"] for r in gemm)
@@ -50,6 +51,12 @@ def test_w4a16_refuses_an_unknown_engine(tmp_path):
     with pytest.raises(AssertionError, match="--engines: unknown"):
         run_module("benchmarks.gpu.w4a16", "--smoke", "--out", tmp_path,
                    "--engines", "4bit,fp3", timeout=120)
+
+
+def test_w4a16_whole_run_refuses_variants_without_the_default(tmp_path):
+    with pytest.raises(AssertionError, match="--variants: the whole run needs 'dot'"):
+        run_module("benchmarks.gpu.w4a16", "--smoke", "--out", tmp_path,
+                   "--variants", "dot-zeros", timeout=120)
 
 
 def test_w4a16_kernel_part_times_only_the_variants_asked_for(tmp_path):

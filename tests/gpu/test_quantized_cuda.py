@@ -9,7 +9,11 @@ bf16 weights, so only the summation order differs; on these random 4-layer model
 logits are close (top-1 to top-6 spans 0.1-1.3 std) and that noise moved our token up to
 0.12 std below transformers' best on the H200 (rank <= 4), which broke the free-running
 top-5 rule once in 192 positions. A wrong weight (group, packing, scale) puts our token
-where a random one sits, ~4-5 std below the best."""
+where a random one sits, ~4-5 std below the best.
+
+These engine tests run the default W4A16 kernel, whose decode calls sum their K splits in
+the persistent workspace (w4a16_gemm.py) inside the engine's CUDA graphs; the first test
+checks that kernel alone in graphs: replays right at 1-64 rows, the workspace left zero."""
 from __future__ import annotations
 
 import random
@@ -63,6 +67,42 @@ def _dequantized_state(ours) -> dict[str, torch.Tensor]:
     if ours.lm_head is not None and ours.lm_head.quant_method is not None:   # quantize_lm_head
         state["lm_head.weight"] = weight(ours.lm_head)[:args.vocab_size].to(torch.bfloat16)
     return state
+
+
+def test_w4a16_decode_gemm_in_cuda_graphs_leaves_its_workspace_zero():
+    """One eager call per batch size (as the engine warms up; it allocates N's workspace),
+    then 1, 4, 16 and 64 rows captured in one graph and replayed on new inputs: each
+    replay matches the reference and leaves the workspace and counts zero. A first call
+    with another N during capture raises instead of allocating in the graph's pool."""
+    from kubellm.kernels import w4a16_gemm as gemm
+    from kubellm.kernels.quant_layout import pack_codes
+    k, n, group = 4096, 6144, 128
+    gen = torch.Generator().manual_seed(0)
+    scales = (torch.rand(k // group, n, generator=gen) * 0.004 + 0.001).cuda().bfloat16()
+    w = {"qweight": pack_codes(torch.randint(0, 16, (k, n), generator=gen), 4).cuda(),
+         "scales": scales, "biases": -8 * scales, "group_size": group}
+    other = dict(w, qweight=w["qweight"][:, :1000], scales=scales[:, :1000],
+                 biases=w["biases"][:, :1000])
+    xs = {m: torch.randn(m, k, device="cuda", dtype=torch.bfloat16) for m in (1, 4, 16, 64)}
+    for x in xs.values():
+        gemm.w4a16_gemm(x, **w)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outs = {m: gemm.w4a16_gemm(x, **w) for m, x in xs.items()}
+    ws, counts = gemm._WORKSPACES[(torch.device("cuda", torch.cuda.current_device()), n)]
+    for _ in range(3):
+        for x in xs.values():
+            x.normal_()
+        graph.replay()
+        torch.cuda.synchronize()
+        for m, x in xs.items():
+            torch.testing.assert_close(outs[m], gemm.w4a16_gemm_ref(x, **w),
+                                       atol=2e-2, rtol=2e-2)
+        assert not ws.any() and not counts.any()
+    with pytest.raises(RuntimeError, match="N=1000 .* during CUDA graph capture"), \
+            torch.cuda.graph(torch.cuda.CUDAGraph()):
+        gemm.w4a16_gemm(xs[1], **w)
+        gemm.w4a16_gemm(xs[1], **other)
 
 
 @pytest.mark.parametrize("enforce_eager, quantize_lm_head, switches",

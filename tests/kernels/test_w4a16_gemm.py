@@ -80,6 +80,58 @@ def test_gemv_with_a_last_program_past_k():
     check(2, weight, torch.float32, variant="gemv")
 
 
+@pytest.fixture
+def workspaces(monkeypatch):
+    """A fresh split-K workspace registry; SPLIT_K=3 over K=128 (four 32-row tiles, two
+    per split) leaves the last split of each output tile empty: it must still count."""
+    import kubellm.kernels.w4a16_gemm as gemm
+    registry = {}
+    monkeypatch.setattr(gemm, "_WORKSPACES", registry)
+    monkeypatch.setitem(gemm._INTERPRETED_TILES, "SPLIT_K", 3)
+    return registry
+
+
+def assert_workspaces_clean(registry, device="cpu"):
+    assert registry, "the decode call used no workspace"
+    for (dev, n), (ws, counts) in registry.items():
+        assert dev == torch.device(device) and ws.shape == (64, n)
+        assert not ws.any() and not counts.any(), f"N={n}: workspace or counts left non-zero"
+
+
+@pytest.mark.parametrize("m", [1, 3, 17, 64])   # 1 to 4 row tiles of 16, each with its count
+def test_split_k_sum_is_right_and_leaves_the_workspace_zero(workspaces, m):
+    weight, _ = make_weight(128, 80, group_size=32)
+    for variant in ("dot",) + (("gemv",) if m <= GEMV_MAX_M else ()):   # (dot-rows: as dot)
+        check(m, weight, torch.float32, variant=variant)
+        assert_workspaces_clean(workspaces)
+
+
+def test_calls_of_other_shapes_reuse_the_workspace(workspaces):
+    """Same N, other M and K: the same buffers, still right; another N gets its own and
+    leaves the first in place (a buffer a CUDA graph captured must never be replaced)."""
+    first, _ = make_weight(128, 80, group_size=32)
+    check(3, first, torch.float32)
+    ws, counts = workspaces[(torch.device("cpu"), 80)]
+    check(17, make_weight(96, 80, group_size=32, seed=1)[0], torch.bfloat16)
+    check(64, make_weight(64, 48, group_size=16, seed=2)[0], torch.float16)
+    check(2, first, torch.float32)
+    assert set(workspaces) == {(torch.device("cpu"), 80), (torch.device("cpu"), 48)}
+    assert workspaces[(torch.device("cpu"), 80)][0] is ws
+    assert workspaces[(torch.device("cpu"), 80)][1] is counts
+    assert_workspaces_clean(workspaces)
+
+
+def test_no_workspace_is_allocated_during_graph_capture(workspaces, monkeypatch):
+    import kubellm.kernels.w4a16_gemm as gemm
+    weight, _ = make_weight(64, 48, group_size=16)
+    check(1, weight, torch.float32)                       # eager: allocates N=48's
+    monkeypatch.setattr(gemm, "_is_capturing", lambda device: True)
+    check(4, weight, torch.float32)                       # "captured": reuses it
+    with pytest.raises(RuntimeError, match="N=40 .* during CUDA graph capture"):
+        w4a16_gemm(torch.randn(1, 64), **make_weight(64, 40, group_size=16)[0])
+    assert set(workspaces) == {(torch.device("cpu"), 48)}
+
+
 def test_gemv_refuses_more_rows_than_it_takes():
     weight, _ = make_weight(64, 16)
     with pytest.raises(ValueError, match=f"at most {GEMV_MAX_M} rows"):

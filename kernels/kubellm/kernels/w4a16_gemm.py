@@ -3,8 +3,12 @@ the K loop (quant_layout.py describes the layout); fp32 accumulation.
 
 One kernel, two tunings: prefill (large M) tiles M and N and stores the output directly;
 decode (M <= 64) also splits K over programs, so that a single row still spreads the
-weight read over every SM, and adds the fp32 partial sums atomically. On CUDA both are
-autotuned per (M bucket, N, K, bits, group size); the interpreter uses small fixed tiles.
+weight read over every SM. The programs of one output tile add their fp32 partial sums
+atomically into a persistent workspace and count themselves in; the last one in writes
+the output in x's dtype and leaves the workspace and its count zero for the next call
+(``_sum_splits``), so a decode call is one kernel, not zeros + GEMM + cast. On CUDA both
+tunings are autotuned per (M bucket, N, K, bits, group size); the interpreter uses small
+fixed tiles.
 
 Tolerances against ``w4a16_gemm_ref`` (dequantize in fp32, round W to x's dtype, fp32
 matmul): fp32 atol=rtol=1e-4, fp16 2e-3, bf16 2e-2 (summation order and one rounding of
@@ -35,16 +39,42 @@ def _codes_to_float(codes):
 
 
 @triton.jit
+def _sum_splits(part, out_at, ws_at, mask, count_at, num_splits):
+    """Add this program's fp32 partial tile into the workspace tile, then count the
+    program in; the one that counts last (num_splits - 1 before it) writes the sum to
+    the output in its dtype and zeros the workspace tile and the count for the next call.
+
+    The partial sums need no order among themselves (relaxed adds), but must all be in
+    the workspace before the last program reads it: the barrier puts every thread's adds
+    before the count (one thread makes it), whose release publishes them; its acquire
+    in the last program, and loads that skip L1 (.cg: L1 is not coherent), see them.
+    The second barrier keeps a thread's zeros from landing before another thread that
+    holds a copy of the same element has loaded it. No program waits for another, so the
+    kernel cannot hang whatever order the programs run in (the interpreter runs them one
+    after another)."""
+    tl.atomic_add(ws_at, part, mask=mask, sem="relaxed")
+    tl.debug_barrier()
+    if tl.atomic_add(count_at, 1, sem="acq_rel") == num_splits - 1:
+        total = tl.load(ws_at, mask=mask, other=0.0, cache_modifier=".cg")
+        tl.store(out_at, total.to(out_at.dtype.element_ty), mask=mask)
+        tl.debug_barrier()
+        tl.store(ws_at, tl.zeros_like(total), mask=mask)
+        tl.store(count_at, 0)
+
+
+@triton.jit
 def _w4a16_kernel(
     x_ptr,        # [M, K] activations
     qw_ptr,       # [K // PACK, N] int32 codes
     scale_ptr,    # [num_groups, N]
     bias_ptr,     # [num_groups, N]
     gidx_ptr,     # [K] int32 group of each row (HAS_G_IDX)
-    out_ptr,      # [M, N]: x's dtype, or fp32 zeros summed into atomically (ATOMIC)
+    out_ptr,      # [M, N]: x's dtype, or fp32 zeros summed into atomically (SUM "atomic")
+    ws_ptr,       # [>= M, N] fp32 zeros, left zero (SUM "workspace")
+    count_ptr,    # [>= M tiles * N tiles] int32 zeros, left zero (SUM "workspace")
     M, N, K,
     M_BUCKET,     # next power of two of M: only the autotuner's key
-    stride_xm, stride_qk, stride_sg, stride_om,
+    stride_xm, stride_qk, stride_sg, stride_om, stride_wm,
     BITS: tl.constexpr,
     GROUP_SIZE: tl.constexpr,
     HAS_G_IDX: tl.constexpr,
@@ -52,7 +82,7 @@ def _w4a16_kernel(
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
     SPLIT_K: tl.constexpr,
-    ATOMIC: tl.constexpr,
+    SUM: tl.constexpr,            # "store" (no split), "workspace" or "atomic" (split-K)
     DOT_FP32: tl.constexpr,       # interpreter only: numpy cannot multiply bf16
     DOT_PRECISION: tl.constexpr,
     ROW_WORDS: tl.constexpr,      # unpack: each K row loads its own word (no reshape)
@@ -108,10 +138,13 @@ def _w4a16_kernel(
             acc += tl.dot(x, w.to(x.dtype), input_precision=DOT_PRECISION)
     out_at = out_ptr + offs_m[:, None] * stride_om + offs_n[None, :]
     mask = mask_m[:, None] & mask_n[None, :]
-    if ATOMIC:   # relaxed: the split-K partial sums need no ordering between programs
+    if SUM == "atomic":   # the old decode path ("dot-zeros"): the launcher zeros and casts
         tl.atomic_add(out_at, acc, mask=mask, sem="relaxed")
-    else:
+    elif SUM == "store" or SPLIT_K == 1:
         tl.store(out_at, acc.to(out_ptr.dtype.element_ty), mask=mask)
+    else:
+        _sum_splits(acc, out_at, ws_ptr + offs_m[:, None] * stride_wm + offs_n[None, :],
+                    mask, count_ptr + pid_m * tl.num_programs(0) + pid_n, SPLIT_K)
 
 
 @triton.jit
@@ -121,10 +154,12 @@ def _w4a16_gemv_kernel(
     scale_ptr,    # [num_groups, N]
     bias_ptr,     # [num_groups, N]
     gidx_ptr,     # [K] int32 group of each row (HAS_G_IDX)
-    out_ptr,      # [M, N] fp32 zeros, summed into atomically
+    out_ptr,      # [M, N] x's dtype
+    ws_ptr,       # [>= M, N] fp32 zeros, left zero
+    count_ptr,    # [>= N tiles] int32 zeros, left zero
     M, N, K,
     M_BUCKET,     # next power of two of M: only the autotuner's key
-    stride_xm, stride_qk, stride_sg, stride_om,
+    stride_xm, stride_qk, stride_sg, stride_om, stride_wm,
     BITS: tl.constexpr,
     GROUP_SIZE: tl.constexpr,
     HAS_G_IDX: tl.constexpr,
@@ -143,7 +178,7 @@ def _w4a16_gemv_kernel(
     on each SM, each with its tile in flight, that keeps enough bytes on the way from
     memory (an earlier version split K in 2-16 parts of up to 16 tiles and read weights
     at 0.17 of the copy bandwidth). The weights are read once (evict first); the partial
-    sums are added with relaxed atomics (no ordering is needed between programs)."""
+    sums meet in the workspace as in the dot kernel (``_sum_splits``)."""
     PACK: tl.constexpr = 32 // BITS
     BLOCK_K: tl.constexpr = BLOCK_KW * PACK
     CODE_MASK: tl.constexpr = (1 << BITS) - 1
@@ -194,9 +229,9 @@ def _w4a16_gemv_kernel(
                     tl.load(bias_ptr + at, mask=both, other=0.0).to(tl.float32)
                 xk = tl.load(x_rows + offs_k[None, :], mask=mask_x, other=0.0).to(tl.float32)
                 acc += xk[:, :, None] * w[None, :, :]
-    out = tl.sum(acc, axis=1)
-    out_at = out_ptr + offs_m[:, None] * stride_om + offs_n[None, :]
-    tl.atomic_add(out_at, out, mask=mask_m[:, None] & mask_n[None, :], sem="relaxed")
+    _sum_splits(tl.sum(acc, axis=1), out_ptr + offs_m[:, None] * stride_om + offs_n[None, :],
+                ws_ptr + offs_m[:, None] * stride_wm + offs_n[None, :],
+                mask_m[:, None] & mask_n[None, :], count_ptr + pid_n, tl.num_programs(1))
 
 
 def _gemv_configs():
@@ -231,13 +266,17 @@ def _configs(decode: bool):
 
 
 _KEY = ["M_BUCKET", "N", "K", "BITS", "GROUP_SIZE", "HAS_G_IDX", "ROW_WORDS"]
-_decode_tuned = triton.autotune(configs=_configs(True), key=_KEY,
-                                reset_to_zero=["out_ptr"])(_w4a16_kernel)
+# the workspace path leaves its buffers as it found them, so tuning runs need no reset;
+# "dot-zeros" sums into its output, which each tuning run must find zero
+_decode_tuned = triton.autotune(configs=_configs(True), key=_KEY)(_w4a16_kernel)
+_decode_zeros_tuned = triton.autotune(configs=_configs(True), key=_KEY,
+                                      reset_to_zero=["out_ptr"])(_w4a16_kernel)
 _prefill_tuned = triton.autotune(configs=_configs(False), key=_KEY)(_w4a16_kernel)
-_gemv_tuned = triton.autotune(configs=_gemv_configs(), key=_KEY[:-1],
-                              reset_to_zero=["out_ptr"])(_w4a16_gemv_kernel)
+_gemv_tuned = triton.autotune(configs=_gemv_configs(), key=_KEY[:-1])(_w4a16_gemv_kernel)
 # "gemv": the unpack-in-place kernel (M <= GEMV_MAX_M); "dot": tensor-core tiles, codes
-# unpacked by a reshape; "dot-rows": the same tiles, each K row loading its own word.
+# unpacked by a reshape; "dot-rows": the same tiles, each K row loading its own word;
+# "dot-zeros": "dot" as it was before the workspace (fp32 zeros per decode call, relaxed
+# atomic adds into them, a cast to x's dtype after: three kernels), kept to A/B the two.
 # Measured on the H200 (CUDA-graph replays, Llama-3-8B projections, batch 1-64): "dot" is
 # the default. With relaxed atomics and splits of 16-32 (2026-12-02) it took 4096x6144 at
 # 1 / 4 / 16 / 64 rows from 24.3 / 25.4 / 26.2 / 34.4 us to 16.4 / 17.7 / 18.1 / 22.8;
@@ -253,9 +292,48 @@ _gemv_tuned = triton.autotune(configs=_gemv_configs(), key=_KEY[:-1],
 # position with the scale applied after the dot (no reshape, a shift, a mask and a
 # conversion per weight), lost to "dot" at every shape and batch 1-64 on the H200
 # (1.2-3.9x slower, benchmarks/results/gpu-h200-2026-12-01c) and was removed.
-VARIANTS = ("gemv", "dot", "dot-rows")
+VARIANTS = ("gemv", "dot", "dot-rows", "dot-zeros")
 DEFAULT_VARIANT = "dot"   # every M: the dot kernel's tiling follows M (decode or prefill)
 GEMV_MAX_M = 4
+
+
+# Split-K workspaces, one per (device, N): fp32 [DECODE_MAX_M, N] and an int32 count per
+# output tile, allocated zeroed on a call with a new N and left zero by every call. One per
+# N rather than one per device grown to the largest N: a buffer is never replaced, so a
+# CUDA graph captured earlier can never hold a pointer to a freed one (a grown buffer
+# would free the old one under the graphs captured with it). DECODE_MAX_M rows, whatever
+# M the first call had, so the engine's eager warm-up at its first batch size allocates
+# what every later size and its graph capture need. Llama-3-8B: N = 6144, 4096, 28672,
+# 10 MB (a 4-bit lm_head adds 33 MB). Calls on one device must not overlap (one stream):
+# two at once with the same N would share a workspace.
+_WORKSPACES: dict[tuple[torch.device, int], tuple[torch.Tensor, torch.Tensor]] = {}
+_MIN_TILE = 16   # the smallest BLOCK_M and BLOCK_N of any config: sizes the counts
+
+
+def _is_capturing(device: torch.device) -> bool:
+    return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+
+
+def _workspace(device: torch.device, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The (sums [DECODE_MAX_M, n] fp32, counts int32) of split-K calls with N=n."""
+    ws = _WORKSPACES.get((device, n))
+    if ws is None:
+        if _is_capturing(device):   # an allocation here would belong to the graph's pool
+            raise RuntimeError(
+                f"w4a16_gemm: first decode call with N={n} on {device} during CUDA graph "
+                "capture; its split-K workspace must be allocated by an eager call first "
+                "(run the same shapes once before capturing)")
+        tiles = triton.cdiv(DECODE_MAX_M, _MIN_TILE) * triton.cdiv(n, _MIN_TILE)
+        ws = (torch.zeros((DECODE_MAX_M, n), dtype=torch.float32, device=device),
+              torch.zeros(tiles, dtype=torch.int32, device=device))
+        _WORKSPACES[(device, n)] = ws
+    return ws
+
+
+def _check_tiles(num_tiles: int, counts: torch.Tensor):
+    if num_tiles > counts.numel():   # a config with tiles below _MIN_TILE
+        raise RuntimeError(f"w4a16_gemm: {num_tiles} output tiles, but counts for "
+                           f"{counts.numel()} (_MIN_TILE is {_MIN_TILE})")
 
 
 def _m_bucket(m: int) -> int:
@@ -304,35 +382,46 @@ def w4a16_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
     decode = m <= DECODE_MAX_M
     if m == 0 or n == 0:
         return torch.zeros((m, n), dtype=x.dtype, device=x.device)
-    out = torch.zeros((m, n), dtype=torch.float32, device=x.device) if decode else \
-        torch.empty((m, n), dtype=x.dtype, device=x.device)
     if variant == "gemv":
-        _launch_gemv(x, qweight, scales, biases, group_size, bits, g_idx, out)
-        return out.to(x.dtype)
+        return _launch_gemv(x, qweight, scales, biases, group_size, bits, g_idx)
+    zeros = decode and variant == "dot-zeros"
+    out = torch.zeros((m, n), dtype=torch.float32, device=x.device) if zeros else \
+        torch.empty((m, n), dtype=x.dtype, device=x.device)
+    ws, counts = _workspace(x.device, n) if decode and not zeros else (out, out)
     interpreted = is_interpreted(_w4a16_kernel)
-    kernel = kernel_for(_w4a16_kernel, x.device,
-                        tuned=_decode_tuned if decode else _prefill_tuned)
+    kernel = kernel_for(_w4a16_kernel, x.device, tuned=_prefill_tuned if not decode else
+                        _decode_zeros_tuned if zeros else _decode_tuned)
     kwargs = dict(BITS=bits, GROUP_SIZE=group_size, HAS_G_IDX=g_idx is not None,
-                  ATOMIC=decode, DOT_FP32=interpreted and x.dtype == torch.bfloat16,
+                  SUM="store" if not decode else "atomic" if zeros else "workspace",
+                  DOT_FP32=interpreted and x.dtype == torch.bfloat16,
                   DOT_PRECISION="ieee" if x.dtype == torch.float32 else "tf32",
                   ROW_WORDS=variant == "dot-rows")
-    if interpreted:   # small fixed tiles keep CPU tests fast; 2 K splits test the sum
-        kwargs.update(BLOCK_M=16, BLOCK_N=32, BLOCK_K=32, SPLIT_K=2 if decode else 1)
+    if interpreted:   # small fixed tiles keep CPU tests fast; K splits test the sum
+        kwargs.update(_INTERPRETED_TILES, SPLIT_K=_INTERPRETED_TILES["SPLIT_K"] if decode
+                      else 1)
     elif decode:
         kwargs["BLOCK_M"] = _m_bucket(m)
 
     def grid(meta):
-        return (triton.cdiv(n, meta["BLOCK_N"]), triton.cdiv(m, meta["BLOCK_M"]),
-                meta["SPLIT_K"])
+        tiles = (triton.cdiv(n, meta["BLOCK_N"]), triton.cdiv(m, meta["BLOCK_M"]))
+        if meta["SUM"] == "workspace":
+            _check_tiles(tiles[0] * tiles[1], counts)
+        return (*tiles, meta["SPLIT_K"])
     kernel[grid](x, qweight, scales, biases, g_idx if g_idx is not None else qweight, out,
-                 m, n, k, _m_bucket(m),
-                 x.stride(0), qweight.stride(0), scales.stride(0), out.stride(0), **kwargs)
-    return out.to(x.dtype) if decode else out
+                 ws, counts, m, n, k, _m_bucket(m), x.stride(0), qweight.stride(0),
+                 scales.stride(0), out.stride(0), ws.stride(0), **kwargs)
+    return out.to(x.dtype) if zeros else out
 
 
-def _launch_gemv(x, qweight, scales, biases, group_size, bits, g_idx, out):
+# the interpreter's fixed tiles (tests may change SPLIT_K, e.g. to leave a split empty)
+_INTERPRETED_TILES = {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 32, "SPLIT_K": 2}
+
+
+def _launch_gemv(x, qweight, scales, biases, group_size, bits, g_idx):
     m, k = x.shape
     n = qweight.shape[1]
+    out = torch.empty((m, n), dtype=x.dtype, device=x.device)
+    ws, counts = _workspace(x.device, n)
     kernel = kernel_for(_w4a16_gemv_kernel, x.device, tuned=_gemv_tuned)
     kwargs = dict(BITS=bits, GROUP_SIZE=group_size, HAS_G_IDX=g_idx is not None,
                   BLOCK_M=max(1, triton.next_power_of_2(m)))
@@ -342,10 +431,12 @@ def _launch_gemv(x, qweight, scales, biases, group_size, bits, g_idx, out):
 
     def grid(meta):
         tiles = triton.cdiv(k, meta["BLOCK_KW"] * pack)
+        _check_tiles(triton.cdiv(n, meta["BLOCK_N"]), counts)
         return (triton.cdiv(n, meta["BLOCK_N"]), triton.cdiv(tiles, meta["TILES"]))
     kernel[grid](x, qweight, scales, biases, g_idx if g_idx is not None else qweight, out,
-                 m, n, k, kwargs["BLOCK_M"],
-                 x.stride(0), qweight.stride(0), scales.stride(0), out.stride(0), **kwargs)
+                 ws, counts, m, n, k, kwargs["BLOCK_M"], x.stride(0), qweight.stride(0),
+                 scales.stride(0), out.stride(0), ws.stride(0), **kwargs)
+    return out
 
 
 def w4a16_gemm_ref(x, qweight, scales, biases, group_size, bits=4, g_idx=None):
