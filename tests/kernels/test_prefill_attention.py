@@ -126,3 +126,49 @@ def test_gpu_long_prompt_and_large_pool(cuda, use_tma):
                                     top_of_pool=True, dtype=torch.bfloat16, device=cuda,
                                     **LLAMA3))
     check(batch, use_tma=use_tma)
+
+
+def test_sliced_sequence_metadata_does_not_change_the_binary():
+    """A mixed step hands the prefill kernel seq_lens[nd:] etc., whose alignment depends
+    on the number of decodes: the attention kernels must not specialise on it (each new
+    specialisation compiles while serving)."""
+    from kubellm.kernels import paged_attention as paged
+    from kubellm.kernels import prefill_attention as prefill
+    for kernel in (prefill._prefill_attention_kernel, paged._paged_attention_kernel):
+        if hasattr(kernel, "params"):   # compiled: the JIT's own view of its arguments
+            flagged = {p.name for p in kernel.params if p.do_not_specialize_on_alignment}
+        else:                           # the interpreter keeps the decorator's options
+            flagged = set(kernel.kwargs["do_not_specialize_on_alignment"])
+        assert flagged == set(paged.SEQUENCE_METADATA), kernel
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("use_tma", [False, True])
+def test_gpu_a_step_past_an_odd_number_of_decodes_compiles_nothing(cuda, use_tma):
+    """After one mixed step starting past 4 decodes, the same step past 1, 2 and 3 (the
+    metadata slices 4, 8 and 12 bytes off alignment) runs on the binary already built."""
+    from kubellm.runtime.worker import compile_watch
+    from triton import knobs
+    hooks = knobs.runtime.jit_cache_hook, knobs.runtime.jit_post_compile_hook
+    try:
+        assert compile_watch.watch_compiles_after_startup()
+        count = None
+        for nd in (4, 1, 2, 3):
+            q_lens = [1] * nd + [300, 77]
+            batch = add_new_keys(make_batch(q_lens=q_lens, seq_lens=[40] * nd + [300, 1100],
+                                            num_blocks=512, dtype=torch.bfloat16,
+                                            device=cuda, **LLAMA3))
+            tail = dict(batch, block_tables=batch["block_tables"][nd:],
+                        seq_lens=batch["seq_lens"][nd:],
+                        cu_seqlens_q=batch["cu_seqlens_q"][nd:], max_seqlen_q=300)
+            out = torch.zeros_like(batch["q"])
+            prefill_attention(**tail, out=out, use_tma=use_tma)
+            torch.cuda.synchronize()
+            ref = prefill_attention_ref(**batch)
+            atol, rtol = TOLERANCES[torch.bfloat16]
+            torch.testing.assert_close(out[nd:], ref[nd:], atol=atol, rtol=rtol)
+            if count is None:
+                count = compile_watch.compiles_after_startup
+        assert compile_watch.compiles_after_startup == count
+    finally:
+        knobs.runtime.jit_cache_hook, knobs.runtime.jit_post_compile_hook = hooks

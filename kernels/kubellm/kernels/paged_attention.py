@@ -94,7 +94,14 @@ def _attend_key_tiles(
 
 # one binary for every batch size and block-table width: a value-specialised variant
 # (a width divisible by 16 or not) would compile mid-run when a new mix first appears
-@triton.jit(do_not_specialize=["num_seqs", "stride_bt"])
+# int32 per-sequence arrays that a step may pass as slices (attention/triton_backend.py:
+# the prefill rows' seq_lens[nd:]), so their alignment varies per step; the kernels do
+# not specialise on it (it only affects how these few scalars are loaded)
+SEQUENCE_METADATA = ("block_tables_ptr", "seq_lens_ptr", "cu_seqlens_q_ptr")
+
+
+@triton.jit(do_not_specialize=["num_seqs", "stride_bt"],
+            do_not_specialize_on_alignment=list(SEQUENCE_METADATA))
 def _paged_attention_kernel(
     q_ptr,            # [T, Hq, D]
     k_cache_ptr,      # [num_blocks, BLOCK_SIZE, Hkv, D]

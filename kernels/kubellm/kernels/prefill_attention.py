@@ -33,7 +33,7 @@ import triton.language as tl
 from kubellm.kernels._launch import (
     check_kv_cache, check_shape, check_tensor, is_interpreted, kernel_for,
 )
-from kubellm.kernels.paged_attention import paged_attention_ref
+from kubellm.kernels.paged_attention import SEQUENCE_METADATA, paged_attention_ref
 
 _LOG2E = 1.4426950408889634
 TOLERANCES = {torch.float32: (2e-5, 2e-5), torch.float16: (3e-3, 3e-3),
@@ -88,9 +88,13 @@ def _context_tile(k_cache_ptr, v_cache_ptr, table_row, start, context_len, kv_he
     return k, v
 
 
-# one binary for every batch: values that vary per step are not specialised on
+# one binary for every batch: values that vary per step are not specialised on, nor is the
+# alignment of the per-sequence metadata. A mixed step passes it sliced past its nd decode
+# rows (seq_lens[nd:]), 4-byte aligned only when nd % 4 != 0; on the H200 (2026-12-02,
+# call 7) each such new specialisation compiled while serving, 2.1-2.6 s a step stalled.
 @triton.jit(do_not_specialize=["num_seqs", "stride_bt", "stride_qt", "stride_kt",
-                               "stride_vt"])
+                               "stride_vt"],
+            do_not_specialize_on_alignment=list(SEQUENCE_METADATA))
 def _prefill_attention_kernel(
     q_ptr,             # [T, Hq, D]
     k_ptr,             # [T, Hkv, D] the step's keys (rotated)

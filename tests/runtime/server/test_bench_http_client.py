@@ -85,3 +85,13 @@ def test_a_refused_connection_is_a_counted_failure():
             return await client.complete([1])
     sample = asyncio.run(run())
     assert sample.error and "Connect" in sample.error
+
+
+def test_only_requests_due_soon_get_a_connection_opened_before_the_load():
+    """A connection idle past the server's keep-alive timeout may be closed under the
+    client: a burst gets one per request, a paced load only for its first seconds."""
+    from kubellm.runtime.cli.bench.serve import PRE_OPEN_WITHIN_S, connections_to_open
+    assert connections_to_open(512, float("inf"), 0) == 512
+    paced = connections_to_open(512, 64.0, 0)
+    assert 0.5 * 64 * PRE_OPEN_WITHIN_S < paced < 1.5 * 64 * PRE_OPEN_WITHIN_S
+    assert connections_to_open(4, 1000.0, 0) == 4
