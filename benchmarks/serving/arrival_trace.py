@@ -41,7 +41,15 @@ def bursts(events: dict[str, list]) -> list[dict]:
         last_recv = max(ms("recv"), default=0.0)
         steps = [(1000 * (t - t0), n) for n, t in events.get("step", [])
                  if t0 <= t < t1 and 1000 * (t - t0) <= max(firsts, default=0.0)]
-        out.append({"burst": label, "requests": len(ids),
+        step_starts = [t for _, t in events.get("step", []) if t0 <= t < t1]
+        ends = sorted(t for _, t in events.get("stepped", []) if t0 <= t < t1)
+        durations = [1000 * (e - s) for s, e in zip(sorted(step_starts), ends)]
+        gcs = [(key, 1000 * (stop - start)) for (key, start), (_, stop)
+               in zip(sorted(events.get("gc_start", []), key=lambda e: e[1]),
+                      sorted(events.get("gc_stop", []), key=lambda e: e[1]))
+               if t0 <= start < t1]
+        out.append({"burst": label, "requests": len(ids), "step_ms": durations,
+                    "gc_ms": gcs,
                     "stages": {kind: ms(kind) for kind in ("body", "prepared", "sent",
                                                          "recv", "first")},
                     "steps_before_last_recv": sum(1 for t, _ in steps if t < last_recv),
@@ -57,6 +65,16 @@ def main(directory: str) -> None:
         print(f"  steps started before the last arrival: {row['steps_before_last_recv']}; "
               "first steps (ms, requests in the engine): "
               + ", ".join(f"{t:.1f}:{n}" for t, n in row["steps"][:8]))
+        long = sorted(row["step_ms"], reverse=True)
+        if long:
+            print(f"  step ms (engine.step, host): p50 {long[len(long) // 2]:.1f}, "
+                  f"longest {', '.join(f'{d:.1f}' for d in long[:6])}; over 20 ms: "
+                  f"{sum(d > 20 for d in long)} of {len(long)}")
+        for gen in (0, 1, 2):
+            pauses = [ms for g, ms in row["gc_ms"] if g == gen]
+            if pauses:
+                print(f"  gc generation {gen}: {len(pauses)} pauses, {sum(pauses):.1f} ms "
+                      f"in all, longest {max(pauses):.1f} ms")
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ not compile is refused like any other bad parameter (the front end answers 400).
 from __future__ import annotations
 
 import dataclasses
+import gc
 import importlib
 import logging
 import os
@@ -143,6 +144,11 @@ def run_engine_core(config: EngineConfig, ipc_dir: str, num_frontends: int, read
         ready_conn.send(("error", f"{type(exc).__name__}: {exc}"))
         raise SystemExit(1) from None
     core = EngineCore(engine, ipc_dir, num_frontends, parent_pid)
+    # what startup built (the engine, its KV block objects, the model's modules) lives as
+    # long as the process: out of the collector's scans, a full collection while serving
+    # walks only what requests allocate
+    gc.collect()
+    gc.freeze()
     profiler.start_if_asked("engine_core", core.timings)
     ready_conn.send(("ready", core_info(engine, config)))
     ready_conn.close()
@@ -177,6 +183,8 @@ class EngineCore:
         self.timings = {"receive_s": 0.0, "step_s": 0.0, "send_s": 0.0, "steps": 0}
         self._last_stats: dict | None = None
         self.trace = trace.open_if_asked("engine_core")   # benchmarks only (trace.py)
+        if self.trace is not None:
+            trace.note_gc_pauses(self.trace)
         self._exit_code: int | None = None
         self._poller = zmq.Poller()
         self._poller.register(self.input, zmq.POLLIN)
@@ -218,6 +226,8 @@ class EngineCore:
                     self.trace.mark("step", len(self.owner))
                 self._step()
                 t["steps"] += 1
+                if self.trace is not None:
+                    self.trace.mark("stepped")
             t2 = clock()
             self._flush()
             t["send_s"] += clock() - t2

@@ -9,10 +9,12 @@ returns None and the hot paths test one attribute.
 Events: client ``burst`` (a workload starts: key ``REQUESTS@RATE``); API server ``body``
 (request body read), ``prepared`` (parsed, tokenized), ``sent`` (on the core's socket);
 core ``recv`` (taken off the socket), ``step`` (a step starts: key = requests in the
-engine), ``first`` (a request's first output left the engine).
+engine), ``stepped`` (it returned), ``first`` (a request's first output left the engine),
+``gc_start`` / ``gc_stop`` (a garbage collection: key = its generation).
 """
 from __future__ import annotations
 
+import gc
 import json
 import os
 import time
@@ -42,3 +44,10 @@ class Trace:
 
 def open_if_asked(name: str) -> Trace | None:
     return Trace(name) if os.environ.get(ENV) else None
+
+
+def note_gc_pauses(trace: Trace) -> None:
+    """Marks each garbage collection of this process in ``trace``."""
+    def on_gc(phase: str, info: dict) -> None:
+        trace.mark(f"gc_{phase}", info.get("generation"))
+    gc.callbacks.append(on_gc)
