@@ -21,7 +21,6 @@ not compile is refused like any other bad parameter (the front end answers 400).
 from __future__ import annotations
 
 import dataclasses
-import gc
 import importlib
 import logging
 import os
@@ -35,6 +34,7 @@ import zmq
 from kubellm.runtime.config import EngineConfig
 from kubellm.runtime.config_sources import ConfigError
 from kubellm.runtime.core.errors import EngineDeadError
+from kubellm.runtime.core.gc_heap import freeze_startup_heap
 from kubellm.runtime.core.sampling_params import ParameterError
 from kubellm.runtime.engine_core import profiler, trace, wire
 from kubellm.runtime.engine_core.output_delta import DeltaEncoder
@@ -144,11 +144,7 @@ def run_engine_core(config: EngineConfig, ipc_dir: str, num_frontends: int, read
         ready_conn.send(("error", f"{type(exc).__name__}: {exc}"))
         raise SystemExit(1) from None
     core = EngineCore(engine, ipc_dir, num_frontends, parent_pid)
-    # what startup built (the engine, its KV block objects, the model's modules) lives as
-    # long as the process: out of the collector's scans, a full collection while serving
-    # walks only what requests allocate
-    gc.collect()
-    gc.freeze()
+    freeze_startup_heap()   # gc_heap.py: startup's objects leave the collector's scans
     profiler.start_if_asked("engine_core", core.timings)
     ready_conn.send(("ready", core_info(engine, config)))
     ready_conn.close()

@@ -10,6 +10,7 @@ import os
 import socket
 import sys
 
+from kubellm.runtime.core.gc_heap import freeze_startup_heap
 from kubellm.runtime.engine_core import profiler
 from kubellm.runtime.engine_core.client import EngineCoreClient
 from kubellm.runtime.engine_core.core_proc import CoreInfo
@@ -42,6 +43,7 @@ def run_frontend(index: int, info: CoreInfo, ipc_dir: str, config: ServerConfig,
 
     client = EngineCoreClient(info, ipc_dir, index, tokenizer, on_core_exit=core_exited)
     app = build_app(client, tokenizer, info, config)
+    freeze_startup_heap()   # the tokenizer and the app live as long as the process
     server = DrainingServer(uvicorn_config(app, config), app.state.kubellm,
                             config.shutdown_timeout)
     server.run(sockets=[sock])

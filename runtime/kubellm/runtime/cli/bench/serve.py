@@ -375,6 +375,9 @@ async def _timed_inproc(config, warm, loads, workloads, args) -> list:
         os.environ[profiler.ENV] = os.path.abspath(args.profile_dir)
         profiler.start_if_asked("in_process")
     engine = LLMEngine.from_config(config)
+    # as the server's engine core does after startup (gc_heap.py): like against like
+    from kubellm.runtime.core.gc_heap import freeze_startup_heap
+    freeze_startup_heap()
     async_engine = AsyncLLMEngine(engine)
     async_engine.start()
     ids = iter(range(10**9))

@@ -1,0 +1,20 @@
+"""Keep startup's objects out of the garbage collector's full scans.
+
+A serving process builds its long-lived objects at startup (the engine, its KV block
+objects, the model's modules, the tokenizer, the app) and then allocates only per
+request. Python's generation-2 collection walks every tracked object, so in the engine
+core it took tens of ms while a step waited: on the H200 (2026-12-02, calls 8 and 9) a
+step holding a new 512-token prefill took ~70 ms on the core's host before the heap was
+frozen and 34 ms after, and the 64-request, 16 req/s load's TTFT p50 went 151 -> 54 ms.
+"""
+from __future__ import annotations
+
+import gc
+
+
+def freeze_startup_heap() -> int:
+    """Collect what startup left behind, then move every surviving object to the
+    permanent generation; returns how many were frozen."""
+    gc.collect()
+    gc.freeze()
+    return gc.get_freeze_count()
