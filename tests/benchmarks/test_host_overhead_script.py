@@ -14,3 +14,14 @@ def test_host_overhead_smoke_prints_figures():
     for key in ("schedule_ms", "prepare_ms", "postprocess_ms", "host_ms", "step_ms",
                 "core_encode_ms"):
         assert is_figure(result[key]), (key, result)
+
+
+def test_mixed_step_host_smoke_prints_figures():
+    proc = run_module("benchmarks.cpu.mixed_step_host", "--blocks", 300, "--decodes", 3,
+                      "--prompt", 40, "--repeats", 2)
+    rows = [json.loads(line) for line in proc.stdout.strip().splitlines()]
+    assert len(rows) == 2 and all(row["blocks"] == 300 for row in rows)
+    for row in rows:
+        for key in ("wall_ms_two_steps", "schedule_ms", "prepare_ms", "postprocess_ms",
+                    "host_ms"):
+            assert is_figure(row[key]), (key, row)
