@@ -249,7 +249,7 @@ def summary(bf16: dict, quantized: dict[str, dict], kernel: dict) -> dict:
                 for r in batch1}}
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--smoke", action="store_true")
@@ -261,7 +261,7 @@ def main() -> int:
     ap.add_argument("--engine", choices=list(ENGINES), default="bf16")
     ap.add_argument("--engines", default=",".join(e for e in ENGINES if e != "bf16"),
                     help="the 4-bit engines to compare with bf16 (comma-separated)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.smoke:   # CPU tensors run the Triton kernel in its interpreter
         os.environ.setdefault("TRITON_INTERPRET", "1")
     out = Path(args.out)
