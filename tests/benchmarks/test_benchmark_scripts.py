@@ -40,3 +40,16 @@ def test_workload_w_switch_ab_runs_both_states_twice(tmp_path):
     assert is_figure(ab["on_over_off"])
     decode = json.loads((tmp_path / "workload_w.json").read_text())["decode_batch256_final_only"]
     assert is_figure(decode["host_ms"]) and is_figure(decode["decode_tok_s"])
+
+
+def test_mixed_step_smoke_times_arrivals_and_profiles_both_steps(tmp_path):
+    run_module("benchmarks.gpu.mixed_step", "--smoke", "--layers", 1, "--decodes", 3,
+               "--context", 16, "--prompt", 24, "--repeats", 2, "--top", 5,
+               "--out", tmp_path)
+    result = json.loads((tmp_path / "mixed_step.json").read_text())
+    assert [r["arrival"] for r in result["rows"]] == [0, 1]
+    for row in result["rows"]:
+        assert len(row["step_wall_ms"]) == 4 and all(map(is_figure, row["step_wall_ms"]))
+        assert row["step_device_ms"] == []   # CUDA events only on a GPU
+    for name in ("decode", "mixed"):
+        assert "Self CPU" in (tmp_path / f"mixed_step_profile_{name}.txt").read_text()

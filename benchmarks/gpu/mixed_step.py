@@ -1,0 +1,127 @@
+"""Where a mixed step's time goes: one new prompt joining running decodes.
+
+On the H200 (2026-12-02, serving calls 8-10) a step where a 512-token prompt joined ~20
+decodes of a Llama-3-8B shape took 35-73 ms in the engine core, against ~5 ms for a decode
+step and ~12 ms that the prompt's FLOPs need at the GEMM rate W reaches; on the CPU the
+host phases of that step are 0.4-0.6 ms (benchmarks/cpu/mixed_step_host.py). This times
+each step around an arrival (engine.step() wall, and device time per step from CUDA
+events), then profiles one arrival with the torch profiler and prints the kernels by
+device time, for the mixed step and for a decode step:
+
+    python -m benchmarks.gpu.mixed_step --out DIR [--kernel-switches prefill_attention=off]
+    python -m benchmarks.gpu.mixed_step --smoke --out DIR     # tiny shape on the CPU
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def sync() -> None:
+    import torch
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def timed_arrival(engine, prompt, params, request_id: str, steps: int) -> dict:
+    """Add ``prompt``, then run ``steps`` steps: each step's engine.step() wall ms, and
+    the device ms of each step the runner launched (CUDA events; empty on the CPU)."""
+    runner = engine.executor   # one process: the model runner (steady.device_idle)
+    runner.trace_device(True)
+    sync()
+    engine.add_request(request_id, prompt, params)
+    walls = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        engine.step()
+        walls.append(round((time.perf_counter() - start) * 1e3, 3))
+    sync()
+    device = [round(a.elapsed_time(b), 3) for a, b in runner.device_trace or []]
+    runner.trace_device(False)
+    return {"step_wall_ms": walls, "step_device_ms": device}
+
+
+def kernel_table(profile, top: int) -> str:
+    use_cuda = any(getattr(e, "device_type", None) is not None and
+                   str(e.device_type).endswith("CUDA") for e in profile.events())
+    key = "self_cuda_time_total" if use_cuda else "self_cpu_time_total"
+    return profile.key_averages().table(sort_by=key, row_limit=top)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--layers", type=int, default=32)
+    ap.add_argument("--decodes", type=int, default=20)
+    ap.add_argument("--context", type=int, default=512)
+    ap.add_argument("--prompt", type=int, default=512)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--kernel-switches", default="")
+    ap.add_argument("--top", type=int, default=20, help="kernels the profile tables list")
+    ap.add_argument("--out", default=".")
+    ap.add_argument("--smoke", action="store_true",
+                    help="a tiny shape on the CPU, to check the script itself")
+    args = ap.parse_args(argv)
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from kubellm.runtime import LLM, SamplingParams
+    from kubellm.runtime.cli.bench.steady import fill_until_decoding
+
+    from benchmarks.common.shapes import LLAMA3_8B, write_config
+    small = dict(vocab_size=2048, hidden_size=128, intermediate_size=256,
+                 num_attention_heads=4, num_key_value_heads=2, bos_token_id=1,
+                 eos_token_id=2) if args.smoke else {}
+    model_dir = write_config(LLAMA3_8B, Path(tempfile.mkdtemp()) / "m",
+                             num_hidden_layers=args.layers, **small)
+    llm = LLM(model_dir, load_format="dummy", skip_tokenizer_init=True, max_model_len=2048,
+              max_num_seqs=256, max_num_batched_tokens=8192,
+              kernel_switches=args.kernel_switches)
+    engine = llm.engine
+    vocab = engine.vocab_size
+    rng = random.Random(0)
+
+    def prompt(n: int) -> list[int]:
+        return [rng.randrange(16, vocab - 16) for _ in range(n)]
+    params = SamplingParams(temperature=0, max_tokens=1500, ignore_eos=True,
+                            detokenize=False)
+    fill_until_decoding(engine, {f"d{i}": prompt(args.context) for i in range(args.decodes)},
+                        params)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for k in range(args.repeats):
+        for _ in range(4):   # decode steps between arrivals
+            engine.step()
+        row = {"arrival": k, "switches": args.kernel_switches,
+               **timed_arrival(engine, prompt(args.prompt), params, f"new{k}", 4)}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    activities = [ProfilerActivity.CPU] + \
+        ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    for name, add in (("decode", False), ("mixed", True)):
+        for _ in range(4):
+            engine.step()
+        sync()
+        with profile(activities=activities) as prof:
+            if add:
+                engine.add_request("profiled", prompt(args.prompt), params)
+            for _ in range(2):
+                engine.step()
+            sync()
+        table = kernel_table(prof, args.top)
+        (out / f"mixed_step_profile_{name}.txt").write_text(table)
+        print(f"--- {name} step (+ the next), by device time ---\n{table}", flush=True)
+    (out / "mixed_step.json").write_text(json.dumps(
+        {"layers": args.layers, "decodes": args.decodes, "context": args.context,
+         "prompt": args.prompt, "rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
