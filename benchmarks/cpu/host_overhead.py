@@ -39,6 +39,9 @@ def main() -> int:
                          "step's outputs (core_encode_ms)")
     ap.add_argument("--no-async-scheduling", action="store_true",
                     help="wait for every step (the engine's async scheduling off)")
+    ap.add_argument("--no-gc-freeze", action="store_true",
+                    help="leave the startup heap to the collector (the engine core "
+                         "process freezes it: freeze_startup_heap)")
     args = ap.parse_args()
     if args.clock == "cpu":
         time.perf_counter = time.thread_time      # every timer in the process, engine's too
@@ -64,6 +67,9 @@ def main() -> int:
               num_kv_blocks=args.batch * (args.context + args.steps + 32) // 16 + 16,
               async_scheduling=not args.no_async_scheduling)
     engine = llm.engine
+    if not args.no_gc_freeze:
+        from kubellm.runtime.engine_core.core_proc import freeze_startup_heap
+        freeze_startup_heap()
     rng = random.Random(0)
     params = SamplingParams(temperature=0, max_tokens=args.steps + 8, ignore_eos=True,
                             detokenize=False, output_kind=args.output_kind)
