@@ -20,7 +20,6 @@ from operator import attrgetter, is_
 
 import numpy as np
 
-_NUM_NEW, _REQUEST = attrgetter("num_new_tokens"), attrgetter("request")
 _REQUEST_ID = attrgetter("request_id")
 
 
@@ -66,15 +65,16 @@ class DecodeRows:
         self._ends = inputs.seq_lens[inputs.sample_seqs].astype(np.int64)
         self._table_rows = inputs.sample_seqs
 
-    def derive(self, scheduled: list, block_tables: list[list[int]], ahead_of,
+    def derive(self, out, block_tables: list[list[int]], ahead_of,
                tables) -> HostInputs | None:
         """The step's inputs from the kept rows, or None when the step does not qualify.
-        ``tables`` is the runner's BlockTableArray (it keeps the last matrix)."""
-        n = len(scheduled)
+        ``out`` is the SchedulerOutput; ``tables`` the runner's BlockTableArray (it keeps
+        the last matrix)."""
+        requests = out.requests
+        n = len(requests)
         if ahead_of is None or ahead_of is not self.step or not n \
-                or sum(map(_NUM_NEW, scheduled)) != n:
+                or sum(out.num_new_tokens) != n:
             return None
-        requests = list(map(_REQUEST, scheduled))
         # the same rows in the same order (nothing left since): no reordering at all, and
         # no look-up per row (the same objects: an id may have been reused since)
         before = ahead_of.requests
