@@ -16,6 +16,7 @@ OMP_NUM_THREADS=1, so that torch's ops run on this thread).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import random
 import sys
@@ -67,8 +68,9 @@ def main() -> int:
               num_kv_blocks=args.batch * (args.context + args.steps + 32) // 16 + 16,
               async_scheduling=not args.no_async_scheduling)
     engine = llm.engine
-    if not args.no_gc_freeze:   # the engine core's freeze_startup_heap, spelled out here
-        import gc                 # (ab_host_overhead.sh runs this file on older commits)
+    # the engine core's freeze_startup_heap, spelled out here (ab_host_overhead.sh runs
+    # this file on commits from before it)
+    if not args.no_gc_freeze:
         gc.collect()
         gc.freeze()
     rng = random.Random(0)
@@ -111,6 +113,7 @@ def main() -> int:
     if encode is not None:
         result["core_encode_ms"] = round(encode_s / args.steps * 1e3, 3)
     print(json.dumps(result))
+    gc.unfreeze()   # the exit's last collection frees them (else nanobind reports leaks)
     return 0
 
 

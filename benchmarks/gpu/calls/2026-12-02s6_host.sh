@@ -17,6 +17,8 @@ llm, _ = w.make_llm(w.write_config(w.SHAPE, Path(tempfile.mkdtemp()) / "model"))
 freeze_startup_heap()
 for kind in ("final_only", "cumulative"):
     print("decode", w.decode_rate(llm, 256, 512, steps=64, output_kind=kind), flush=True)
+import gc
+gc.unfreeze()
 PY
 for kind in final_only cumulative; do
   OMP_NUM_THREADS=1 timeout 15 python3 -m benchmarks.cpu.host_overhead --steps 128 \

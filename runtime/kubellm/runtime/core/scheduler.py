@@ -54,8 +54,8 @@ class SchedulerOutput:
     ``samples``. ``scheduled`` gives the same rows as ScheduledRequest objects, built on
     each read (a tuple: changing it would change nothing), for the paths that are not
     hot; assigning it replaces the rows."""
-    __slots__ = ("requests", "num_new_tokens", "starts", "samples", "preempted",
-                 "has_special")
+    __slots__ = ("has_special", "num_new_tokens", "preempted", "requests", "samples",
+                 "starts")
 
     def __init__(self, scheduled: Iterable[ScheduledRequest] = (),
                  preempted: list[Request] | None = None, has_special: bool = True):

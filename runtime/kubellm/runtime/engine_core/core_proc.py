@@ -122,7 +122,7 @@ def freeze_startup_heap() -> None:
     object per request and step) triggers one every few hundred steps, and it walked
     the whole startup heap: 0.23 s at once on the CPU benchmark's 400k objects
     (benchmarks/cpu/host_overhead.py). One engine per process, never dropped, so
-    nothing frozen here would have been garbage."""
+    nothing frozen here would have been garbage until exit (``gc.unfreeze()`` then)."""
     gc.collect()
     gc.freeze()
 
@@ -165,6 +165,7 @@ def run_engine_core(config: EngineConfig, ipc_dir: str, num_frontends: int, read
         core.trace.write()
     core.close()
     shutdown_engine(engine)
+    gc.unfreeze()   # the exit's last collection frees them (else nanobind reports leaks)
     logging.shutdown()
     sys.exit(code)
 
