@@ -119,3 +119,23 @@ def test_allocate_changes_nothing_up_to_num_noop_tokens(caching):
             computed = limit + 1
     kv.free("a")
     assert kv.num_noop_tokens("a") == 0
+
+
+def test_a_growing_table_takes_blocks_in_place_and_hashes_once_tokens_are_known():
+    """allocate's decode path (the request has a table, nothing cached): the same list
+    grows (the runner's block table array keys rows on it), several blocks at once if a
+    chunk needs them, nothing changes when the pool is short, and a full block is hashed
+    only once its last token is known (async scheduling: it may still be in flight)."""
+    kv = KVCacheManager(num_blocks=6, block_size=BS)
+    kv.allocate("a", tokens(3), 3)
+    table = kv.block_table("a")
+    new = kv.allocate("a", tokens(11), 12)          # 12th token still in flight
+    assert len(new) == 2 and kv.block_table("a") is table and table[1:] == new
+    assert kv.find_cached_prefix("b", tokens(13)) == table[:2]   # block 3 not hashed
+    assert kv.allocate("a", tokens(12), 13) == [table[3]]
+    assert kv.find_cached_prefix("b", tokens(13)) == table[:3]   # now it is
+    free = kv.num_free_blocks
+    assert kv.allocate("a", tokens(13), 13 + BS * (free + 1)) is None
+    assert kv.block_table("a") is table and len(table) == 4 and kv.num_free_blocks == free
+    kv.free("a")
+    assert kv.num_free_blocks == 6 and all(kv.ref_count(b) == 0 for b in range(6))

@@ -157,3 +157,25 @@ def test_timeslice_fairness_bound_with_many_requests():
     # with 6 requests, 2 slots and slices of 3 steps (+1 re-prefill step), nobody waits
     # more than (6/2 - 1) rounds of 4 steps plus slack
     assert max(longest.values()) <= 3 * 4 + 2
+
+
+def test_a_row_taken_out_for_a_higher_priority_request_leaves_the_rows_aligned():
+    """SchedulerOutput keeps its rows as parallel lists: a victim preempted after the
+    decodes were placed loses its row in every list, and the others keep theirs."""
+    s = make(budget=64, max_seqs=2, policy="priority")
+    for i, (rid, length) in enumerate([("low", 5), ("mid", 5), ("high", 6)]):
+        # prompts of their own (req's are seeded by hash(): no prefix hit by chance)
+        r = Request(rid, list(range(100 * i, 100 * i + length)),
+                    SamplingParams(max_tokens=8), priority=i, arrival_time=float(i))
+        r.max_tokens = 8
+        s.add_request(r)
+        if rid == "mid":
+            step(s)                           # low and mid prefill and sample
+    out = s.schedule()
+    assert [r.request_id for r in out.requests] == ["mid", "high"]
+    assert [r.request_id for r in out.preempted] == ["low"]
+    assert len(out.num_new_tokens) == len(out.starts) == len(out.samples) == 2
+    mid, high = out.scheduled
+    assert (mid.num_new_tokens, mid.start, mid.samples) == (1, 5, True)
+    assert (high.num_new_tokens, high.start, high.samples) == (6, 0, True)
+    assert out.num_batched_tokens == 7

@@ -41,18 +41,18 @@ def _checked(runner, counts):
     what goes to the device) with the general path's for the same step."""
     derive = runner._rows.derive
 
-    def checking(scheduled, block_tables, ahead_of, tables):
-        fast = derive(scheduled, block_tables, ahead_of, tables)
+    def checking(out, block_tables, ahead_of, tables):
+        fast = derive(out, block_tables, ahead_of, tables)
         counts["steps"] += 1
         if fast is None:
             return None
         counts["fast"] += 1
-        counts["rows"] += len(scheduled)
+        counts["rows"] += len(out.requests)
         # the general path with a block table built from scratch (the runner's own
         # BlockTableArray is what the fast path may have got wrong)
         kept, runner._tables = runner._tables, BlockTableArray()
         try:
-            general = runner.host_inputs(SchedulerOutput(list(scheduled)), block_tables,
+            general = runner.host_inputs(SchedulerOutput(out.scheduled), block_tables,
                                          ahead_of)
         finally:
             runner._tables = kept

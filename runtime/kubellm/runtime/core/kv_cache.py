@@ -102,12 +102,22 @@ class KVCacheManager:
         blocks taken from the prefix cache). Returns the new block ids, or None (and
         changes nothing) when the pool is short."""
         table = self._tables.get(request_id)
-        if not cached and table is not None and len(table) * self.block_size >= num_tokens:
-            # the hot path of every decode step: the last block still has room
+        if not cached and table is not None:
+            # the hot paths of decode: the last block still has room, or the table grows
+            # by a block (every block_size steps per request; no cached blocks to count)
+            new = []
+            num_needed = -(-num_tokens // self.block_size) - len(table)
+            if num_needed > 0:
+                if num_needed > len(self._free):
+                    return None
+                new = [self._pop_free() for _ in range(num_needed)]
+                table += new
+            # (a block's last token may still be in flight: then it is hashed next time)
+            num_known = min(num_tokens, len(token_ids))
             if self.enable_prefix_caching and \
-                    num_tokens // self.block_size > len(self._hashes.get(request_id, ())):
-                self._cache_full_blocks(request_id, token_ids, min(num_tokens, len(token_ids)))
-            return []
+                    num_known // self.block_size > len(self._hashes.get(request_id, ())):
+                self._cache_full_blocks(request_id, token_ids, num_known)
+            return new
         if not self.can_allocate(request_id, num_tokens, cached):
             return None
         table = self._tables.setdefault(request_id, [])

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from operator import attrgetter
 
 from kubellm.runtime.core.histogram import CumulativeHistogram
@@ -48,21 +47,58 @@ class ScheduledRequest:
                 f"{self.start}, samples={self.samples})")
 
 
-@dataclass
 class SchedulerOutput:
-    scheduled: list[ScheduledRequest] = field(default_factory=list)
-    preempted: list[Request] = field(default_factory=list)
-    # False when no request alive asks for per-request logits work (constraints, prompt
-    # logprobs): the model runner and sampler then skip looking for it altogether
-    has_special: bool = True
+    """A step's plan: per scheduled request, in the step's order, four parallel lists
+    (the scheduler's hot loop appends to them rather than build an object per row):
+    ``requests``, ``num_new_tokens``, ``starts`` (the chunk's first position) and
+    ``samples``. ``scheduled`` gives the same rows as ScheduledRequest objects, built on
+    each read (a tuple: changing it would change nothing), for the paths that are not
+    hot; assigning it replaces the rows."""
+    __slots__ = ("has_special", "num_new_tokens", "preempted", "requests", "samples",
+                 "starts")
+
+    def __init__(self, scheduled: Iterable[ScheduledRequest] = (),
+                 preempted: list[Request] | None = None, has_special: bool = True):
+        self.scheduled = scheduled
+        self.preempted = [] if preempted is None else preempted
+        # False when no request alive asks for per-request logits work (constraints,
+        # prompt logprobs): the model runner and sampler then skip looking for it
+        self.has_special = has_special
+
+    @property
+    def scheduled(self) -> tuple[ScheduledRequest, ...]:
+        return tuple(map(ScheduledRequest, self.requests, self.num_new_tokens, self.starts,
+                        self.samples))
+
+    @scheduled.setter
+    def scheduled(self, entries: Iterable[ScheduledRequest]) -> None:
+        entries = list(entries)
+        self.requests = [s.request for s in entries]
+        self.num_new_tokens = [s.num_new_tokens for s in entries]
+        self.starts = [s.start for s in entries]
+        self.samples = [s.samples for s in entries]
+
+    def add(self, request: Request, num_new_tokens: int, start: int, samples: bool) -> None:
+        self.requests.append(request)
+        self.num_new_tokens.append(num_new_tokens)
+        self.starts.append(start)
+        self.samples.append(samples)
+
+    def remove(self, request: Request) -> int:
+        """Take ``request``'s row out; returns its number of new tokens."""
+        i = next(i for i, r in enumerate(self.requests) if r is request)
+        num_new = self.num_new_tokens[i]
+        for column in (self.requests, self.num_new_tokens, self.starts, self.samples):
+            del column[i]
+        return num_new
 
     @property
     def num_batched_tokens(self) -> int:
-        return sum(s.num_new_tokens for s in self.scheduled)
+        return sum(self.num_new_tokens)
 
     @property
     def is_empty(self) -> bool:
-        return not self.scheduled
+        return not self.requests
 
 
 class Scheduler:
@@ -130,7 +166,9 @@ class Scheduler:
         # KV call while the request's blocks already cover the step (it fills a block
         # only every block_size tokens), and the allocation's hot path tried before the
         # wrapper that may preempt
-        allocate, scheduled, running = self.kv.allocate, out.scheduled, Status.RUNNING
+        allocate, running = self.kv.allocate, Status.RUNNING
+        add_request, add_num_new = out.requests.append, out.num_new_tokens.append
+        add_start, add_samples = out.starts.append, out.samples.append
         noop_tokens = self.kv.num_noop_tokens
         for request in self._running_order():
             if budget == 0:
@@ -150,13 +188,15 @@ class Scheduler:
                                                           scheduled_ids):
                     continue
                 request.num_kv_noop_tokens = noop_tokens(request.request_id)
-            scheduled.append(ScheduledRequest(request, num_new, computed,
-                                              computed + num_new == target))
+            add_request(request)          # the row (SchedulerOutput.add, inlined: hot)
+            add_num_new(num_new)
+            add_start(computed)
+            add_samples(computed + num_new == target)
             scheduled_ids.add(request.request_id)
             budget -= num_new
         if not out.preempted:
             budget = self._admit_waiting(out, budget, scheduled_ids)
-        if out.scheduled:
+        if out.requests:
             self.iteration_tokens.observe(self.max_num_batched_tokens - budget)
         return out
 
@@ -168,11 +208,11 @@ class Scheduler:
     def on_launch(self, out: SchedulerOutput) -> None:
         """The step is queued on the device: count its tokens as computed and its samples
         as pending, so that the next step can be planned before they come back."""
-        for s in out.scheduled:
-            request = s.request
-            request.num_computed_tokens = s.start + s.num_new_tokens
+        for request, start, num_new, samples in zip(out.requests, out.starts,
+                                                    out.num_new_tokens, out.samples):
+            request.num_computed_tokens = start + num_new
             request.steps_in_slice += 1
-            if s.samples:
+            if samples:
                 request.num_pending_tokens += 1
 
     def on_result(self, out: SchedulerOutput, sampled: dict[str, int]) -> list[Request]:
@@ -181,8 +221,7 @@ class Scheduler:
         finished meanwhile (stopped by the step before, or aborted) drops its token."""
         progressed = []
         finished, get = Status.FINISHED, sampled.get
-        for s in out.scheduled:
-            request = s.request
+        for request in out.requests:
             token = get(request.request_id)
             if token is None or request.status is finished:
                 continue
@@ -296,7 +335,8 @@ class Scheduler:
             if request.num_preemptions == 0 and request.num_output_tokens == 0:
                 request.num_cached_tokens = num_computed
             self.running.append(request)
-            out.scheduled.append(ScheduledRequest(request, num_new, num_computed))
+            out.add(request, num_new, num_computed,
+                    num_computed + num_new == request.num_scheduled_tokens)
             scheduled_ids.add(request.request_id)
             budget -= num_new
         return budget
@@ -313,9 +353,7 @@ class Scheduler:
         victim = max(candidates, key=self._rank)
         freed = 0
         if victim.request_id in scheduled_ids:
-            entry = next(s for s in out.scheduled if s.request is victim)
-            out.scheduled.remove(entry)
+            freed = out.remove(victim)
             scheduled_ids.discard(victim.request_id)
-            freed = entry.num_new_tokens
         self._preempt(victim, out)
         return freed

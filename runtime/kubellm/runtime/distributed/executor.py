@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from itertools import compress
 
 import torch
 import torch.distributed as dist
@@ -107,7 +108,7 @@ class DistributedExecutor:
                 raise self._fail(self.supervisor.explain(
                     f"step {work.step} failed on the driver: {type(exc).__name__}: {exc}")
                 ) from exc
-        requests = [s.request for s in out.scheduled if s.samples]
+        requests = list(compress(out.requests, out.samples))
         if not requests:
             return StepHandle([], None)
         # prompt logprobs need every prompt row's logits, which stay on the last stage;

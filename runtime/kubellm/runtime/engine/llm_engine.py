@@ -185,7 +185,7 @@ class LLMEngine(EngineLifecycle):
         out = self.scheduler.schedule()
         if out.is_empty:
             return []
-        tables = [self.kv.block_table(s.request.request_id) for s in out.scheduled]
+        tables = [self.kv.block_table(r.request_id) for r in out.requests]
         t1 = time.perf_counter()
         sampled, logprobs, prompt_logprobs = self.executor.execute(out, tables)
         t2 = time.perf_counter()
@@ -221,7 +221,7 @@ class LLMEngine(EngineLifecycle):
             out.scheduled = [s for s in out.scheduled if not s.request.is_finished]
         t2 = time.perf_counter()
         if not out.is_empty:
-            tables = [self.kv.block_table(s.request.request_id) for s in out.scheduled]
+            tables = [self.kv.block_table(r.request_id) for r in out.requests]
             handle = self.executor.launch(out, tables, in_flight[1] if in_flight else None)
             self.scheduler.on_launch(out)
             self._in_flight = (out, handle)
@@ -249,8 +249,8 @@ class LLMEngine(EngineLifecycle):
     def _needs_landed_tokens(out: SchedulerOutput) -> bool:
         """Penalties and min_tokens read a request's output tokens on the host: such a
         request cannot be sampled while its previous token is still in flight."""
-        return any(s.samples and s.request.num_pending_tokens
-                   and s.request.params.reads_output_tokens for s in out.scheduled)
+        return any(samples and r.num_pending_tokens and r.params.reads_output_tokens
+                   for r, samples in zip(out.requests, out.samples))
 
     # ---- helpers -------------------------------------------------------------------
     def tokenize_prompt(self, prompt) -> tuple[str | None, list[int]]:

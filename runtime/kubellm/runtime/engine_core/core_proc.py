@@ -21,6 +21,7 @@ not compile is refused like any other bad parameter (the front end answers 400).
 from __future__ import annotations
 
 import dataclasses
+import gc
 import importlib
 import logging
 import os
@@ -153,6 +154,7 @@ def run_engine_core(config: EngineConfig, ipc_dir: str, num_frontends: int, read
         core.trace.write()
     core.close()
     shutdown_engine(engine)
+    gc.unfreeze()   # the exit's last collection frees them (else nanobind reports leaks)
     logging.shutdown()
     sys.exit(code)
 

@@ -5,6 +5,7 @@ It exits 0 after a drain (SIGTERM), and 1 when the engine core exits under it: i
 requests then end with 503 and /health with it, and the supervisor stops the pod."""
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import socket
@@ -49,4 +50,5 @@ def run_frontend(index: int, info: CoreInfo, ipc_dir: str, config: ServerConfig,
     server.run(sockets=[sock])
     if client.trace is not None:
         client.trace.write()
+    gc.unfreeze()   # the exit's last collection frees startup's objects (gc_heap.py)
     sys.exit(1 if died else 0)

@@ -20,7 +20,6 @@ from operator import attrgetter, is_
 
 import numpy as np
 
-_NUM_NEW, _REQUEST = attrgetter("num_new_tokens"), attrgetter("request")
 _REQUEST_ID = attrgetter("request_id")
 
 
@@ -52,19 +51,12 @@ class DecodeRows:
         self._ends = np.zeros(0, np.int64)         # per sample row: its sequence length
         self._table_rows = np.zeros(0, np.int64)   # per sample row: its block table row
         self._arange = np.arange(0, dtype=np.int64)
-        self._range_list: list[int] = []
 
     def arange(self, n: int) -> np.ndarray:
         """0..n-1 (int64), from one array kept for it."""
         if len(self._arange) <= n:
             self._arange = np.arange(2 * n + 2, dtype=np.int64)
         return self._arange[:n]
-
-    def range_list(self, n: int) -> list[int]:
-        """[0, ..., n-1], kept (a list compares with a list at C speed)."""
-        if len(self._range_list) != n:
-            self._range_list = list(range(n))
-        return self._range_list
 
     def remember(self, inputs: HostInputs) -> None:
         """Keep a step's sampling rows for the next; ``step`` stays unset until the
@@ -73,25 +65,31 @@ class DecodeRows:
         self._ends = inputs.seq_lens[inputs.sample_seqs].astype(np.int64)
         self._table_rows = inputs.sample_seqs
 
-    def derive(self, scheduled: list, block_tables: list[list[int]], ahead_of,
+    def derive(self, out, block_tables: list[list[int]], ahead_of,
                tables) -> HostInputs | None:
         """The step's inputs from the kept rows, or None when the step does not qualify.
-        ``tables`` is the runner's BlockTableArray (it keeps the last matrix)."""
-        n = len(scheduled)
+        ``out`` is the SchedulerOutput; ``tables`` the runner's BlockTableArray (it keeps
+        the last matrix)."""
+        requests = out.requests
+        n = len(requests)
         if ahead_of is None or ahead_of is not self.step or not n \
-                or sum(map(_NUM_NEW, scheduled)) != n:
+                or sum(out.num_new_tokens) != n:
             return None
-        requests = list(map(_REQUEST, scheduled))
-        try:   # each request's sample row in the step before (no Python frame per row)
-            sources = list(map(ahead_of.row_of.__getitem__, map(_REQUEST_ID, requests)))
-        except KeyError:
-            return None       # newly admitted, or did not sample last step
-        # the same objects: an id may have been reused by a new request since
-        if not all(map(is_, requests, map(ahead_of.requests.__getitem__, sources))):
-            return None
-        # the same rows in the same order (nothing left since): no reordering at all
-        in_order = len(sources) == len(self._ends) and sources == self.range_list(n)
-        src = np.array(sources, np.int64)
+        # the same rows in the same order (nothing left since): no reordering at all, and
+        # no look-up per row (the same objects: an id may have been reused since)
+        before = ahead_of.requests
+        in_order = len(requests) == len(before) and all(map(is_, requests, before))
+        if in_order:
+            src = self.arange(n)
+        else:
+            try:   # each request's sample row in the step before (no Python frame per row)
+                sources = list(map(ahead_of.row_of.__getitem__, map(_REQUEST_ID, requests)))
+            except KeyError:
+                return None       # newly admitted, or did not sample last step
+            # the same objects: an id may have been reused by a new request since
+            if not all(map(is_, requests, map(before.__getitem__, sources))):
+                return None
+            src = np.array(sources, np.int64)
         positions = self._ends[src]
         bs = self.block_size
         table = tables.build(block_tables, None if in_order else self._table_rows[src])

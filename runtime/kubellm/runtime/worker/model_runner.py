@@ -26,8 +26,6 @@ from kubellm.runtime.worker.decode_rows import DecodeRows, HostInputs
 from kubellm.runtime.worker.prompt_logprobs import compute_prompt_logprobs
 
 log = logging.getLogger(__name__)
-_NUM_NEW, _START = attrgetter("num_new_tokens"), attrgetter("start")
-_REQUEST, _SAMPLES = attrgetter("request"), attrgetter("samples")
 _ALL_IDS, _REQUEST_ID = attrgetter("all_token_ids"), attrgetter("request_id")
 
 
@@ -178,7 +176,7 @@ class ModelRunner:
 
     def prepare_inputs(self, out: SchedulerOutput, block_tables: list[list[int]],
                        ahead_of: "StepHandle | None" = None):
-        inputs = self._rows.derive(out.scheduled, block_tables, ahead_of, self._tables)
+        inputs = self._rows.derive(out, block_tables, ahead_of, self._tables)
         if inputs is None:
             inputs = self.host_inputs(out, block_tables, ahead_of)
         self._rows.remember(inputs)
@@ -187,13 +185,12 @@ class ModelRunner:
     def host_inputs(self, out: SchedulerOutput, block_tables: list[list[int]],
                     ahead_of: "StepHandle | None" = None) -> HostInputs:
         """The general path: every field of every row from the requests."""
-        scheduled = out.scheduled
-        num_seqs = len(scheduled)
-        # per-row fields through C-level maps (attrgetter, len) and numpy masks: no Python
-        # frame per row (a generator or comprehension costs ~3x)
-        query_lens = np.fromiter(map(_NUM_NEW, scheduled), np.int64, num_seqs)
-        starts = np.fromiter(map(_START, scheduled), np.int64, num_seqs)
-        requests_all = list(map(_REQUEST, scheduled))
+        requests_all = out.requests
+        num_seqs = len(requests_all)
+        # per-row fields from the output's lists, through C-level maps (len) and numpy
+        # masks: no Python frame per row (a generator or comprehension costs ~3x)
+        query_lens = np.array(out.num_new_tokens, np.int64)
+        starts = np.array(out.starts, np.int64)
         cu = np.zeros(num_seqs + 1, np.int32)
         np.cumsum(query_lens, out=cu[1:])
         num_tokens = int(cu[-1])
@@ -216,13 +213,13 @@ class ModelRunner:
             token_ids = np.zeros(num_seqs, np.int64)
             on_time = np.flatnonzero(~late).tolist()
             if on_time:
-                token_ids[on_time] = [requests_all[i].all_token_ids[scheduled[i].start]
+                token_ids[on_time] = [requests_all[i].all_token_ids[out.starts[i]]
                                       for i in on_time]
             positions = starts
         else:
             token_ids = np.fromiter(
-                (t for s in scheduled
-                 for t in (s.request.all_token_ids[s.start:s.start + s.num_new_tokens]
+                (t for r, start, n in zip(requests_all, out.starts, out.num_new_tokens)
+                 for t in (r.all_token_ids[start:start + n]
                            or (0,))),    # a late token: filled in on the device
                 np.int64, num_tokens)
             positions = np.concatenate([np.arange(a, a + n) for a, n in zip(starts, query_lens)])
@@ -230,7 +227,7 @@ class ModelRunner:
         seq_index = np.repeat(np.arange(num_seqs), query_lens)
         bs = self.block_size
         slots = table[seq_index, positions // bs].astype(np.int64) * bs + positions % bs
-        samples = np.fromiter(map(_SAMPLES, scheduled), bool, num_seqs)
+        samples = np.array(out.samples, bool)
         return HostInputs(
             token_ids=token_ids, positions=positions, slots=slots,
             sample_rows=(cu[1:][samples] - 1).astype(np.int64),
