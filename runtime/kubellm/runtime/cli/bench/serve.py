@@ -394,6 +394,8 @@ async def _timed_inproc(config, warm, loads, workloads, args) -> list:
         return out
     finally:
         async_engine.stop()
+        import gc
+        gc.unfreeze()   # as the core does before it exits (gc_heap.py)
 
 
 def http_overhead(http_rows: list[dict], inproc_rows: list[dict]) -> list[dict]:
