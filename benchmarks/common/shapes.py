@@ -22,6 +22,12 @@ QWEN3_8B = dict(
     eos_token_id=151645, torch_dtype="bfloat16")
 
 
+# the Llama-3-8B shape shrunk for a script's --smoke run on the CPU (same code paths)
+SMOKE_LLAMA = dict(vocab_size=2048, hidden_size=128, intermediate_size=256,
+                   num_attention_heads=4, num_key_value_heads=2, bos_token_id=1,
+                   eos_token_id=2)
+
+
 def write_config(shape: dict, out: Path, **overrides) -> str:
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps({**shape, **overrides}, indent=1))

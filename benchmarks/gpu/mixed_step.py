@@ -73,10 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     from kubellm.runtime import LLM, SamplingParams
     from kubellm.runtime.cli.bench.steady import fill_until_decoding
 
-    from benchmarks.common.shapes import LLAMA3_8B, write_config
-    small = dict(vocab_size=2048, hidden_size=128, intermediate_size=256,
-                 num_attention_heads=4, num_key_value_heads=2, bos_token_id=1,
-                 eos_token_id=2) if args.smoke else {}
+    from benchmarks.common.shapes import LLAMA3_8B, SMOKE_LLAMA, write_config
+    small = SMOKE_LLAMA if args.smoke else {}
     model_dir = write_config(LLAMA3_8B, Path(tempfile.mkdtemp()) / "m",
                              num_hidden_layers=args.layers, **small)
     llm = LLM(model_dir, load_format="dummy", skip_tokenizer_init=True, max_model_len=2048,
