@@ -12,7 +12,7 @@ timeout 85 python3 - <<'PY' 2>&1 | grep -E "^decode|Error|error" | cut -c1-600 |
 import tempfile
 from pathlib import Path
 from benchmarks.gpu import workload_w as w
-from kubellm.runtime.engine_core.core_proc import freeze_startup_heap
+from kubellm.runtime.core.gc_heap import freeze_startup_heap
 llm, _ = w.make_llm(w.write_config(w.SHAPE, Path(tempfile.mkdtemp()) / "model"))
 freeze_startup_heap()
 for kind in ("final_only", "cumulative"):
