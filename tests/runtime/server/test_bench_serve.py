@@ -15,6 +15,18 @@ from tests.figures import is_figure
 from tests.paths import ROOT
 
 
+def assert_well_formed(row: dict) -> None:
+    """Latency percentiles in order. Time passes before the first token, but on a loaded
+    machine a stream's tokens can all reach the client in one read: then TPOT is 0 and
+    there is no inter-token gap (2026-12-02 CI, httpx: TPOT p50 0.0, ITL {})."""
+    for key in ("ttft_ms", "e2e_ms"):
+        assert 0 < row[key]["p50"] <= row[key]["p90"] <= row[key]["p99"], (key, row)
+    assert row["ttft_ms"]["p50"] <= row["e2e_ms"]["p99"]
+    assert 0 <= row["tpot_ms"]["p50"] <= row["tpot_ms"]["p90"] <= row["tpot_ms"]["p99"], row
+    itl = row["itl_ms"]
+    assert itl == {} or 0 <= itl["p50"] <= itl["p90"] <= itl["p99"], row
+
+
 def test_bench_serve_http_and_in_process(server, tiny_model_dir, tmp_path):
     args = build_parser().parse_args([
         "bench", "serve", "--url", server.url, "--compare-in-process",
@@ -30,9 +42,7 @@ def test_bench_serve_http_and_in_process(server, tiny_model_dir, tmp_path):
         assert [row["request_rate"] for row in result[backend]] == [50.0, "inf"]
         for row in result[backend]:
             assert row["num_failed"] == 0 and row["output_tokens"] == 12 * 6
-            for key in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
-                stats = row[key]
-                assert 0 < stats["p50"] <= stats["p90"] <= stats["p99"]
+            assert_well_formed(row)
     assert len(result["http_overhead"]) == 2
     assert result["http_client"] == "aiohttp"
     assert all(is_figure(row["client_cpu_fraction"]) for row in result["http"])
@@ -49,7 +59,7 @@ def test_each_http_client_times_every_stream(server, tmp_path, client):
     assert args.func(args) == 0
     row = json.loads((tmp_path / "serve_bench.json").read_text())["http"][0]
     assert row["num_failed"] == 0 and row["output_tokens"] == 6 * 5
-    assert row["tpot_ms"]["p50"] > 0 and row["ttft_ms"]["p50"] > 0
+    assert_well_formed(row)
     # a refused request is a counted failure that keeps the server's status
     from kubellm.runtime.cli.bench.serve import http_client
 
