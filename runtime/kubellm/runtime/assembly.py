@@ -112,9 +112,8 @@ def assemble_engine(engine_cls, config: EngineConfig, tokenizer, executor, runne
     graph_sizes = choose_batch_limits(config, runner, capacity)
     if capture_graphs:
         runner.capture_decode_graphs(config.max_num_seqs, config.max_model_len, graph_sizes)
-    if runner.device.type == "cuda":   # what compiles from here on, a request waits for
-        from kubellm.runtime.worker.compile_watch import watch_compiles_after_startup
-        watch_compiles_after_startup()
+    from kubellm.runtime.worker.compile_watch import watch_compiles_after_startup
+    watch_compiles_after_startup(runner.device)   # what compiles from here on, a step waits for
     return wire_engine(engine_cls, config, tokenizer, executor, num_blocks, eos, model_dir)
 
 

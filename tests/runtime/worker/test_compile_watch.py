@@ -33,3 +33,11 @@ def test_a_late_compile_is_logged_with_its_kernel_and_counted(watched, caplog):
     [record] = caplog.records
     assert "kubellm.kernels.paged_attention._paged_attention_kernel" in record.message
     assert "num_tokens: i32" in record.message and " ms" in record.message
+
+
+def test_nothing_is_installed_for_a_cpu_engine():
+    import torch
+    from triton import knobs
+    before = knobs.runtime.jit_cache_hook, knobs.runtime.jit_post_compile_hook
+    assert compile_watch.watch_compiles_after_startup(torch.device("cpu")) is False
+    assert (knobs.runtime.jit_cache_hook, knobs.runtime.jit_post_compile_hook) == before

@@ -23,3 +23,8 @@ def freeze_startup_heap() -> int:
     gc.collect()
     gc.freeze()
     return gc.get_freeze_count()
+
+
+def thaw_startup_heap() -> None:
+    """Before the process exits: its last collection may then free what startup made."""
+    gc.unfreeze()

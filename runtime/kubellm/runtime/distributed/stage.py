@@ -106,9 +106,8 @@ def capture_graphs(config: EngineConfig, runner, num_blocks: int) -> None:
     sizes = choose_batch_limits(config, runner, capacity)
     if wants_graphs(config, runner.device, runner.backend_name):
         runner.capture_decode_graphs(config.max_num_seqs, config.max_model_len, sizes)
-    if runner.device.type == "cuda":   # what compiles from here on, a request waits for
-        from kubellm.runtime.worker.compile_watch import watch_compiles_after_startup
-        watch_compiles_after_startup()
+    from kubellm.runtime.worker.compile_watch import watch_compiles_after_startup
+    watch_compiles_after_startup(runner.device)   # what compiles from here on, a step waits for
 
 
 def finish_setup(parallel: ps.ParallelState) -> None:

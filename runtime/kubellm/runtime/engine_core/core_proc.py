@@ -21,7 +21,6 @@ not compile is refused like any other bad parameter (the front end answers 400).
 from __future__ import annotations
 
 import dataclasses
-import gc
 import importlib
 import logging
 import os
@@ -35,7 +34,7 @@ import zmq
 from kubellm.runtime.config import EngineConfig
 from kubellm.runtime.config_sources import ConfigError
 from kubellm.runtime.core.errors import EngineDeadError
-from kubellm.runtime.core.gc_heap import freeze_startup_heap
+from kubellm.runtime.core.gc_heap import freeze_startup_heap, thaw_startup_heap
 from kubellm.runtime.core.sampling_params import ParameterError
 from kubellm.runtime.engine_core import profiler, trace, wire
 from kubellm.runtime.engine_core.output_delta import DeltaEncoder
@@ -154,7 +153,7 @@ def run_engine_core(config: EngineConfig, ipc_dir: str, num_frontends: int, read
         core.trace.write()
     core.close()
     shutdown_engine(engine)
-    gc.unfreeze()   # the exit's last collection frees them (else nanobind reports leaks)
+    thaw_startup_heap()   # else Triton's nanobind bindings report leaks at exit
     logging.shutdown()
     sys.exit(code)
 

@@ -5,13 +5,12 @@ It exits 0 after a drain (SIGTERM), and 1 when the engine core exits under it: i
 requests then end with 503 and /health with it, and the supervisor stops the pod."""
 from __future__ import annotations
 
-import gc
 import logging
 import os
 import socket
 import sys
 
-from kubellm.runtime.core.gc_heap import freeze_startup_heap
+from kubellm.runtime.core.gc_heap import freeze_startup_heap, thaw_startup_heap
 from kubellm.runtime.engine_core import profiler
 from kubellm.runtime.engine_core.client import EngineCoreClient
 from kubellm.runtime.engine_core.core_proc import CoreInfo
@@ -50,5 +49,5 @@ def run_frontend(index: int, info: CoreInfo, ipc_dir: str, config: ServerConfig,
     server.run(sockets=[sock])
     if client.trace is not None:
         client.trace.write()
-    gc.unfreeze()   # the exit's last collection frees startup's objects (gc_heap.py)
+    thaw_startup_heap()
     sys.exit(1 if died else 0)

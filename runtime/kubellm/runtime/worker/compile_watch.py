@@ -42,8 +42,11 @@ def _after(*, key, repr, fn, compile, is_manual_warmup, already_compiled):  # no
     return None
 
 
-def watch_compiles_after_startup() -> bool:
-    """Installs the hooks (Triton's runtime knobs); False where this Triton has none."""
+def watch_compiles_after_startup(device=None) -> bool:
+    """Installs the hooks (Triton's runtime knobs) for a CUDA ``device`` (None: whatever
+    this process runs); False off CUDA or where this Triton has no such knobs."""
+    if device is not None and getattr(device, "type", device) != "cuda":
+        return False
     try:
         from triton import knobs
     except ImportError:

@@ -376,7 +376,7 @@ async def _timed_inproc(config, warm, loads, workloads, args) -> list:
         profiler.start_if_asked("in_process")
     engine = LLMEngine.from_config(config)
     # as the server's engine core does after startup (gc_heap.py): like against like
-    from kubellm.runtime.core.gc_heap import freeze_startup_heap
+    from kubellm.runtime.core.gc_heap import freeze_startup_heap, thaw_startup_heap
     freeze_startup_heap()
     async_engine = AsyncLLMEngine(engine)
     async_engine.start()
@@ -394,8 +394,7 @@ async def _timed_inproc(config, warm, loads, workloads, args) -> list:
         return out
     finally:
         async_engine.stop()
-        import gc
-        gc.unfreeze()   # as the core does before it exits (gc_heap.py)
+        thaw_startup_heap()   # as the core does before it exits
 
 
 def http_overhead(http_rows: list[dict], inproc_rows: list[dict]) -> list[dict]:
