@@ -46,6 +46,26 @@ def timed_arrival(engine, prompt, params, request_id: str, steps: int) -> dict:
     return {"step_wall_ms": walls, "step_device_ms": device}
 
 
+def host_profile(engine, prompt, params, top: int) -> str:
+    """cProfile of the step a new prompt joins (synchronised at its end): where the host
+    spends a mixed step's wall time when the device waits for it."""
+    import cProfile
+    import io
+    import pstats
+    for _ in range(4):
+        engine.step()
+    sync()
+    engine.add_request("cprofiled", prompt, params)
+    prof = cProfile.Profile()
+    prof.enable()
+    engine.step()
+    sync()
+    prof.disable()
+    text = io.StringIO()
+    pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(top)
+    return "--- host functions of the mixed step, by cumulative time ---\n" + text.getvalue()
+
+
 def kernel_table(profile, top: int) -> str:
     use_cuda = any(getattr(e, "device_type", None) is not None and
                    str(e.device_type).endswith("CUDA") for e in profile.events())
@@ -62,6 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--kernel-switches", default="")
     ap.add_argument("--top", type=int, default=20, help="kernels the profile tables list")
+    ap.add_argument("--cprofile", type=int, default=0, metavar="N",
+                    help="print the N host functions with the most cumulative time in "
+                         "one more mixed step (cProfile)")
     ap.add_argument("--out", default=".")
     ap.add_argument("--smoke", action="store_true",
                     help="a tiny shape on the CPU, to check the script itself")
@@ -100,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
                **timed_arrival(engine, prompt(args.prompt), params, f"new{k}", 4)}
         rows.append(row)
         print(json.dumps(row), flush=True)
+    if args.cprofile:
+        print(host_profile(engine, prompt(args.prompt), params, args.cprofile), flush=True)
     activities = [ProfilerActivity.CPU] + \
         ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
     for name, add in (("decode", False), ("mixed", True)):
