@@ -5,11 +5,13 @@ context. And the switches' spelling: a bad one is a config error naming the fiel
 from __future__ import annotations
 
 import random
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from kubellm.runtime import LLM, SamplingParams
+from kubellm.runtime.attention import triton_backend
 from kubellm.runtime.config import EngineConfig
 from kubellm.runtime.config_sources import ConfigError
 from kubellm.runtime.kernel_switches import (HELP, KernelSwitches, device_capability,
@@ -42,8 +44,11 @@ def reference(tiny_model_factory):
 
 
 @pytest.mark.parametrize("switches", list(SWITCH_SETS))
-def test_greedy_tokens_match_transformers(reference, switches):
+def test_greedy_tokens_match_transformers(reference, switches, monkeypatch):
     path, prompts, expected = reference
+    # these chunks are short: the prefill kernel serves them only below its usual bound
+    monkeypatch.setattr(triton_backend, "PREFILL_KERNEL_MIN_QUERY", 1)
+    prefill_calls = count_calls(monkeypatch, triton_backend, "_prefill_attention")
     llm = LLM(path, dtype="float32", attention_backend="triton", block_size=8,
               max_num_batched_tokens=32, kernel_switches=SWITCH_SETS[switches])
     runner = llm.engine.executor
@@ -53,6 +58,48 @@ def test_greedy_tokens_match_transformers(reference, switches):
     outs = llm.generate(prompts, params)
     assert [o.outputs[0].token_ids for o in outs] == expected
     assert llm.engine.kv.prefix_hits > 0, "the shared prefix was meant to be cached"
+    assert (prefill_calls[0] > 0) == ("prefill_attention" in SWITCH_SETS[switches])
+
+
+def count_calls(monkeypatch, module, name: str) -> list[int]:
+    """Wrap ``module.name`` to count its calls: the returned one-item list."""
+    calls, real = [0], getattr(module, name)
+
+    def counted(*args, **kwargs):
+        calls[0] += 1
+        return real(*args, **kwargs)
+    monkeypatch.setattr(module, name, counted)
+    return calls
+
+
+def test_only_steps_with_a_long_chunk_take_the_prefill_kernel(monkeypatch):
+    """An eager step with short prompts waits on the host's launches, so the paged kernel
+    serves it whole (one launch a layer); a chunk of PREFILL_KERNEL_MIN_QUERY tokens or
+    more takes the prefill kernel beside the paged one for the step's decodes. Decode
+    steps and the switch off never take it."""
+    kernels = {}
+    for name in ("_prefill_attention", "_paged_attention"):
+        monkeypatch.setattr(triton_backend, name, lambda *args, **kwargs: None)
+        kernels[name] = count_calls(monkeypatch, triton_backend, name)
+    on = KernelSwitches.parse("prefill_attention")
+    bound = triton_backend.PREFILL_KERNEL_MIN_QUERY
+    q = torch.zeros(bound + 2, 4, 16)
+
+    def step(max_seqlen_q, is_decode_only=False, switches=on, num_decodes=2):
+        for calls in kernels.values():
+            calls[0] = 0
+        meta = SimpleNamespace(is_decode_only=is_decode_only, max_seqlen_q=max_seqlen_q,
+                               num_decodes=num_decodes, block_tables=torch.zeros(3, 1),
+                               seq_lens=torch.zeros(3), cu_seqlens_q=torch.zeros(4))
+        triton_backend.attend(q, q, q, None, None, meta, 1.0, switches)
+        return kernels["_prefill_attention"][0], kernels["_paged_attention"][0]
+
+    assert step(bound - 1) == (0, 1)
+    assert step(bound) == (1, 1)
+    assert step(bound, num_decodes=0) == (1, 0)
+    assert step(1, is_decode_only=True) == (0, 1)
+    assert step(bound, switches=KernelSwitches()) == (0, 1)
+    assert step(bound, switches=None) == (0, 1)
 
 
 def test_switches_parse_and_name_the_field():
@@ -70,17 +117,17 @@ def test_switches_parse_and_name_the_field():
     assert KernelSwitches.parse(config.kernel_switches).prefill_attention
 
 
-def test_hopper_defaults_to_the_tma_prefill_kernel_and_the_user_can_turn_it_off():
+def test_hopper_defaults_to_the_tma_prefill_kernel_and_fused_rotary_and_the_user_can_turn_them_off():
     """What won on the H200 is on by default from compute capability 9.0; older GPUs and
     the CPU keep every switch off; the user's text applies on top of the defaults."""
-    tma = ["prefill_attention", "prefill_attention_tma"]
+    tma = ["rope_kv_write", "prefill_attention", "prefill_attention_tma"]
     assert hardware_defaults((9, 0)).enabled() == tma
     assert hardware_defaults((10, 0)).enabled() == tma
     assert hardware_defaults((8, 9)).enabled() == []
     assert hardware_defaults(None).enabled() == []
     assert KernelSwitches.parse("", (9, 0)).enabled() == tma
     assert KernelSwitches.parse("prefill_attention_tma=off", (9, 0)).enabled() == \
-        ["prefill_attention"]
+        ["rope_kv_write", "prefill_attention"]
     assert KernelSwitches.parse("rope_kv_write", (8, 0)).enabled() == ["rope_kv_write"]
     assert device_capability(torch.device("cpu")) is None
 

@@ -1,8 +1,8 @@
 """Attention backend on the Triton kernels (kernels/): same interface as torch_backend,
 but it reads only device tensors, so a decode step can be captured in a CUDA graph.
 
-Steps with prefills take the prefill kernel when the ``prefill_attention`` switch is on
-(kernel_switches.py): the step's decodes (the first ``meta.num_decodes`` sequences)
+Steps with long prefills take the prefill kernel when the ``prefill_attention`` switch is
+on (kernel_switches.py; ``uses_prefill_kernel``): the step's decodes (the first ``meta.num_decodes`` sequences)
 through the paged kernel's decode tiles, the rest with their own keys read from the
 projection output. Otherwise the paged kernel serves the whole step.
 """
@@ -30,14 +30,34 @@ def rotary_write_kv(positions, q, k, v, k_cache, v_cache, slot_mapping, cos_sin_
     return out if return_key else (out, None)
 
 
+# Steps whose longest new chunk is shorter attend with the paged kernel alone. On the
+# H200 a 512-token prompt joining 20 decodes of an 8B model is an eager step that waits
+# on the host's ~390 launches: the prefill kernel's extra launch and tensor descriptors
+# per layer made it 10 ms longer (45.6 against 35.4 ms; 2026-12-02 call 13) to save well
+# under 1 ms of attention. From the kernel's long-prompt tuning bucket on, such steps are
+# bound by the device, where the kernel beats the paged one by 1.06-1.28x.
+PREFILL_KERNEL_MIN_QUERY = 2048
+
+
+def uses_prefill_kernel(meta: AttentionMetadata, switches) -> bool:
+    """Whether this step's prefills attend with the prefill kernel (which reads the
+    step's own keys, so the fused rotary + cache write must return them)."""
+    return (switches is not None and switches.prefill_attention and not meta.is_decode_only
+            and meta.max_seqlen_q >= PREFILL_KERNEL_MIN_QUERY)
+
+
 def attend(q, k, v, k_cache, v_cache, meta: AttentionMetadata, scale: float, switches=None):
-    if meta.is_decode_only or switches is None or not switches.prefill_attention:
+    if not uses_prefill_kernel(meta, switches):
         return paged_attention(q, k_cache, v_cache, meta, scale)
     out = torch.empty_like(q, memory_format=torch.contiguous_format)
     nd = meta.num_decodes
     if nd:   # decode rows are the step's first nd tokens
+        # one program per sequence and KV head, no split-KV: a step with prefills runs
+        # eagerly and waits on the host's launches (H200: ~13 ms of kernels in an 18-41 ms
+        # step, a 512-token prompt joining 20 decodes), so the splits' merge kernel and
+        # buffers cost more than the parallelism they buy
         _paged_attention(q[:nd], k_cache, v_cache, meta.block_tables[:nd], meta.seq_lens[:nd],
-                         meta.cu_seqlens_q[:nd + 1], 1, scale, out=out[:nd])
+                         meta.cu_seqlens_q[:nd + 1], 1, scale, out=out[:nd], num_kv_splits=1)
     _prefill_attention(q, k, v, k_cache, v_cache, meta.block_tables[nd:], meta.seq_lens[nd:],
                        meta.cu_seqlens_q[nd:], meta.max_seqlen_q, scale, out=out,
                        use_tma=switches.prefill_attention_tma)
