@@ -52,12 +52,8 @@ def attend(q, k, v, k_cache, v_cache, meta: AttentionMetadata, scale: float, swi
     out = torch.empty_like(q, memory_format=torch.contiguous_format)
     nd = meta.num_decodes
     if nd:   # decode rows are the step's first nd tokens
-        # one program per sequence and KV head, no split-KV: a step with prefills runs
-        # eagerly and waits on the host's launches (H200: ~13 ms of kernels in an 18-41 ms
-        # step, a 512-token prompt joining 20 decodes), so the splits' merge kernel and
-        # buffers cost more than the parallelism they buy
         _paged_attention(q[:nd], k_cache, v_cache, meta.block_tables[:nd], meta.seq_lens[:nd],
-                         meta.cu_seqlens_q[:nd + 1], 1, scale, out=out[:nd], num_kv_splits=1)
+                         meta.cu_seqlens_q[:nd + 1], 1, scale, out=out[:nd])
     _prefill_attention(q, k, v, k_cache, v_cache, meta.block_tables[nd:], meta.seq_lens[nd:],
                        meta.cu_seqlens_q[nd:], meta.max_seqlen_q, scale, out=out,
                        use_tma=switches.prefill_attention_tma)

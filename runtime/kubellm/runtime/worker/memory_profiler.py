@@ -16,17 +16,26 @@ log = logging.getLogger(__name__)
 _HEADROOM_BYTES = 512 * 2**20
 
 
-# a prompt this long takes the attention kernels' short-prefill tuning (the prefill
-# kernel's autotuner keys on max_seqlen_q >= 2048)
+# Prompts these long take the attention kernels' short-prefill tunings: below 2,048
+# tokens the paged kernel serves steps with prefills (triton_backend), in tiles of 128
+# query rows, or of 64 when the longest prompt's rows times the query heads per KV head
+# fit 64 (2 tokens do for up to 32 heads per KV head; a first run of each tile autotunes).
 _SHORT_PREFILL = 256
+_TINY_PREFILL = 2
 
 
 @torch.inference_mode()
 def warm_short_prefill(runner, table: torch.Tensor) -> None:
-    """One forward of a short prompt after the profile's long one, so that the kernels'
-    short-prefill variants are compiled and tuned at startup, not in the first request
-    (their autotuning compiles several configs: seconds on the H200's host)."""
-    device, n = runner.device, _SHORT_PREFILL
+    """Forwards of a short and a tiny prompt after the profile's long one, so that the
+    kernels' short-prefill variants are compiled and tuned at startup, not in the first
+    requests (their autotuning compiles several configs: 5-7 s on the H200's host)."""
+    for n in (_SHORT_PREFILL, _TINY_PREFILL):
+        _forward_unwritten_prompt(runner, table, n)
+
+
+def _forward_unwritten_prompt(runner, table: torch.Tensor, n: int) -> None:
+    """One forward of an ``n``-token prompt whose keys and values go to no KV block."""
+    device = runner.device
     meta = AttentionMetadata(
         slot_mapping=torch.full((n,), -1, dtype=torch.int64, device=device),
         block_tables=table, seq_lens=torch.tensor([n], dtype=torch.int32, device=device),
