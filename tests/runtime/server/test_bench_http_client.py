@@ -15,7 +15,8 @@ from kubellm.runtime.cli.bench.serve import Sample
 TOKENS = 3
 
 
-def recording_app(seen: dict[str, list]) -> web.Application:
+def recording_app(seen: dict[str, list], tokens=lambda body: TOKENS) -> web.Application:
+    """Records the connection of every request; a stream has ``tokens(body)`` tokens."""
     async def health(request):
         seen["health"].append(request.transport)
         return web.Response(text="ok")
@@ -25,9 +26,9 @@ def recording_app(seen: dict[str, list]) -> web.Application:
         body = await request.json()
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
-        for _ in range(TOKENS):
+        for _ in range(tokens(body)):
             await response.write(b'data: {"choices":[{"text":"a"}]}\n\n')
-        usage = {"choices": [], "usage": {"completion_tokens": TOKENS,
+        usage = {"choices": [], "usage": {"completion_tokens": tokens(body),
                                           "prompt_tokens": len(body["prompt"])}}
         await response.write(f"data: {json.dumps(usage, separators=(',', ':'))}\n\n".encode())
         await response.write(b"data: [DONE]\n\n")
@@ -95,3 +96,67 @@ def test_only_requests_due_soon_get_a_connection_opened_before_the_load():
     paced = connections_to_open(512, 64.0, 0)
     assert 0.5 * 64 * PRE_OPEN_WITHIN_S < paced < 1.5 * 64 * PRE_OPEN_WITHIN_S
     assert connections_to_open(4, 1000.0, 0) == 4
+
+
+
+class ServerThread:
+    """An aiohttp app served on loopback from a thread of its own (the client processes'
+    pool blocks the test's thread while a load runs)."""
+
+    def __init__(self, app: web.Application):
+        import threading
+        self.app, self.ready = app, threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+
+    def __enter__(self) -> str:
+        self.thread.start()
+        assert self.ready.wait(30)
+        return f"http://127.0.0.1:{self.port}"
+
+    def __exit__(self, *exc) -> None:
+        self.loop.call_soon_threadsafe(self.stop.set)
+        self.thread.join(30)
+
+    def _serve(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.loop.run_until_complete(self._run())
+
+    async def _run(self) -> None:
+        runner = web.AppRunner(self.app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]
+        self.stop = asyncio.Event()
+        self.ready.set()
+        await self.stop.wait()
+        await runner.cleanup()
+
+
+def test_client_processes_send_on_connections_opened_before_and_keep_the_order():
+    """The client spread over two processes (client_procs.py): each request's sample
+    comes back at its place in the load (the server answers as many tokens as the
+    prompt has), the load runs on connections opened before it, and each process
+    opens only its share of the requests due soon."""
+    from kubellm.runtime.cli.bench.client_procs import ClientProcesses
+    from kubellm.runtime.cli.bench.serve import arrival_offsets
+
+    seen = {"health": [], "completions": []}
+    with ServerThread(recording_app(seen, tokens=lambda body: len(body["prompt"]))) as url:
+        encoder = PooledClient(url, None, "aiohttp", 16, 1, "m", Sample)
+        bodies = [encoder.encode([7] * (i + 1)) for i in range(6)]
+        with ClientProcesses(2, (url, None, "aiohttp", 16, 1, "m")) as pool:
+            assert pool.shares(5) == [[0, 2, 4], [1, 3]]
+            samples, wall, cpu = pool.run(bodies, arrival_offsets(6, float("inf"), 0), 6)
+            assert [s.num_output_tokens for s in samples] == [1, 2, 3, 4, 5, 6]
+            assert all(s.error is None and s.ttft is not None for s in samples)
+            assert wall > 0 and cpu >= 0
+            opened = {id(t) for t in seen["health"]}
+            assert len(opened) == 6, "each request due soon gets a connection"
+            assert {id(t) for t in seen["completions"]} <= opened
+            seen["health"].clear()
+            samples, _, _ = pool.run(bodies[:4], [0.0, 0.001, 0.002, 0.003], 2)
+            assert [s.num_output_tokens for s in samples] == [1, 2, 3, 4]
+            assert len(seen["health"]) == 2, "one probe per process: requests 0 and 1"
+    with pytest.raises(ValueError, match="client processes must be >= 1"):
+        ClientProcesses(0, ())

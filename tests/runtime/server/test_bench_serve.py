@@ -79,3 +79,24 @@ def test_each_load_sends_prompts_of_its_own():
     assert len(warm) == WARM_UP_PROMPTS and [len(p) for p in loads] == [64, 64, 512]
     sent = [p[0] for p in warm] + [p[0] for load in loads for p in load]
     assert sorted(sent) == list(range(len(prompts)))
+
+
+def test_a_client_spread_over_processes_times_every_stream(server, tmp_path):
+    """--client-processes 2 against a real server: every request of every load is sent
+    (by one process or the other), finished and timed, and a bad count is refused."""
+    args = build_parser().parse_args([
+        "bench", "serve", "--url", server.url, "--workloads", "5@inf,4@40",
+        "--input-len", "16", "--output-len", "5", "--client-processes", "2",
+        "--out", str(tmp_path)])
+    assert args.func(args) == 0
+    result = json.loads((tmp_path / "serve_bench.json").read_text())
+    assert result["client_processes"] == 2
+    assert [(row["num_requests"], row["request_rate"]) for row in result["http"]] == \
+        [(5, "inf"), (4, 40.0)]
+    for row in result["http"]:
+        assert row["num_failed"] == 0 and row["output_tokens"] == row["num_requests"] * 5
+        assert_well_formed(row)
+        assert is_figure(row["client_cpu_fraction"])
+    args.client_processes = 0
+    with pytest.raises(SystemExit, match="--client-processes must be at least 1, got 0"):
+        args.func(args)

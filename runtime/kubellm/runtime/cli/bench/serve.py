@@ -54,6 +54,10 @@ def add_serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--http-client", choices=["aiohttp", "httpx"], default="aiohttp",
                    help="the benchmark's HTTP client (its CPU share per load is reported: "
                         "near 1.0 the client, not the server, set the pace)")
+    p.add_argument("--client-processes", type=int, default=1,
+                   help="spread the HTTP client over this many processes, request i sent "
+                        "by process i %% N, all from one start (client_procs.py: one "
+                        "process sends a burst one request after another)")
     p.add_argument("--api-server-count", type=int, default=1,
                    help="API server processes of the launched server")
     p.add_argument("--profile-dir", default=None,
@@ -156,6 +160,37 @@ async def run_http_loads(url: str, warm, loads, workloads, args, model: str,
             _print_row("http", row)
         return rows
 
+def run_http_loads_spread(url: str, warm, loads, workloads, args, model: str,
+                          client_trace=None) -> list[dict]:
+    """run_http_loads with the client spread over ``args.client_processes`` processes
+    (client_procs.py); the warm-up is two loads of its own, untimed."""
+    from kubellm.runtime.cli.bench.client_procs import ClientProcesses
+    from kubellm.runtime.cli.bench.http_client import PooledClient
+    biggest = max([len(warm)] + [len(load) for load in loads])
+    client_args = (url, args.api_key, args.http_client, biggest + 8, args.output_len, model)
+    encoder = PooledClient(*client_args, Sample)
+    with ClientProcesses(args.client_processes, client_args) as pool:
+        for prompts, rate in ((warm[:4], math.inf), (warm[:16], WARM_UP_RATE)):
+            offsets = arrival_offsets(len(prompts), rate, args.dataset_seed)
+            pool.run([encoder.encode(p) for p in prompts], offsets, len(prompts))
+        rows = []
+        for (num, rate), load in zip(workloads, loads):
+            bodies = [encoder.encode(prompt) for prompt in load]
+            offsets = arrival_offsets(num, rate, args.dataset_seed)
+            mark = None
+            if client_trace is not None:
+                def mark(start, label=f"{num}@{rate}"):
+                    client_trace.mark("burst", label, at=start)
+            samples, wall, cpu = pool.run(
+                bodies, offsets, connections_to_open(num, rate, args.dataset_seed), mark)
+            row = summarize(samples, wall, rate)
+            # the client processes' CPU seconds over the load's seconds, per process
+            row["client_cpu_fraction"] = round(cpu / wall / args.client_processes, 3)
+            rows.append(row)
+            _print_row("http", row)
+        return rows
+
+
 # ---- in-process backend --------------------------------------------------------------
 async def inproc_request(async_engine, prompt, args, request_id: str) -> Sample:
     from kubellm.runtime.core.sampling_params import SamplingParams
@@ -181,12 +216,16 @@ async def inproc_request(async_engine, prompt, args, request_id: str) -> Sample:
 
 # ---- shared --------------------------------------------------------------------------
 async def _schedule(prompts, rate, seed, send) -> list[Sample]:
-    start = time.perf_counter()
+    return await send_at(prompts, arrival_offsets(len(prompts), rate, seed),
+                         time.monotonic(), send)
 
+
+async def send_at(prompts, offsets, start: float, send) -> list[Sample]:
+    """``send(prompt)`` for each prompt ``offset`` seconds after ``start`` (on
+    time.monotonic, which client processes share); the samples in order."""
     async def at(offset, prompt):
-        await asyncio.sleep(max(0.0, start + offset - time.perf_counter()))
+        await asyncio.sleep(max(0.0, start + offset - time.monotonic()))
         return await send(prompt)
-    offsets = arrival_offsets(len(prompts), rate, seed)
     return list(await asyncio.gather(*(at(o, p) for o, p in zip(offsets, prompts))))
 
 
@@ -314,6 +353,9 @@ def run_serve_bench(args: argparse.Namespace) -> int:
     workloads = _parse_workloads(args)
     if not args.url and not args.launch and not args.compare_in_process:
         raise SystemExit("kubellm: error: give --url, --launch or --compare-in-process")
+    if args.client_processes < 1:
+        raise SystemExit(f"kubellm: error: --client-processes must be at least 1, got "
+                         f"{args.client_processes}")
     config = engine_config_from_args(args, model=args.model)
     args.num_prompts = WARM_UP_PROMPTS + sum(n for n, _ in workloads)
     warm, loads = split_prompts(make_workload(args), workloads)
@@ -322,7 +364,7 @@ def run_serve_bench(args: argparse.Namespace) -> int:
                            "workloads": [[n, "inf" if math.isinf(r) else r]
                                          for n, r in workloads]},
               "server": {"api_server_count": args.api_server_count},
-              "http_client": args.http_client,
+              "http_client": args.http_client, "client_processes": args.client_processes,
               "engine": {k: v for k, v in dataclasses.asdict(config).items()
                          if v is not None}, "http": [], "in_process": []}
     server = (LaunchedServer(config, args.ready_timeout, args.api_server_count,
@@ -335,8 +377,12 @@ def run_serve_bench(args: argparse.Namespace) -> int:
         url = args.url or (server.url if server else None)
         if url:
             model = _served_model(url, args.api_key)
-            result["http"] = asyncio.run(run_http_loads(url, warm, loads, workloads, args,
-                                                        model, client_trace))
+            if args.client_processes > 1:
+                result["http"] = run_http_loads_spread(url, warm, loads, workloads, args,
+                                                       model, client_trace)
+            else:
+                result["http"] = asyncio.run(run_http_loads(url, warm, loads, workloads,
+                                                            args, model, client_trace))
     finally:
         if server is not None:
             result["server_exit_code"] = server.stop()
