@@ -47,14 +47,21 @@ def dequantize_layers(model: torch.nn.Module) -> torch.nn.Module:
     """The same model with every quantized linear replaced by its float32 dequantization
     (in place): the exact weights, without the 4-bit path."""
     from kubellm.kernels.quant_layout import dequantize
+    from kubellm.runtime.layers.quantization import fp8
     for layer in model.modules():
         method = getattr(layer, "quant_method", None)
         if method is None:
             continue
-        w = dequantize(layer.qweight, layer.scales, layer.biases, method.spec.group_size,
-                       method.spec.bits, layer.g_idx)
-        for name in ("qweight", "scales", "biases", "g_idx"):
-            delattr(layer, name)
+        if isinstance(method, fp8.Fp8LinearMethod):
+            w = fp8.dequantize_rows(layer.weight_fp8, layer.weight_scale, torch.float32).t()
+            names = ("weight_fp8", "weight_scale", "fp8_scaled_mm")
+        else:
+            w = dequantize(layer.qweight, layer.scales, layer.biases, method.spec.group_size,
+                           method.spec.bits, layer.g_idx)
+            names = ("qweight", "scales", "biases", "g_idx")
+        for name in names:
+            if hasattr(layer, name):
+                delattr(layer, name)
         del layer.weight
         layer.weight = torch.nn.Parameter(w.t().contiguous(), requires_grad=False)
         layer.quant_method = None
@@ -73,6 +80,23 @@ def quantize_layers(model: torch.nn.Module, group_size: int = 128,
         method = QuantizedLinearMethod(LinearQuantSpec(4, group_size, False, symmetric))
         method.create_weights(layer, name)
         method.load_local(layer, weight)
+    return model
+
+
+def quantize_layers_fp8(model: torch.nn.Module, activations: bool = False) -> torch.nn.Module:
+    """Online FP8 (E4M3, a scale per output channel) of every float linear, in place;
+    ``activations``: the forward also rounds activations to FP8 per token
+    (torch._scaled_mm, as CUDA 8.9+ runs it), else the weights alone (the CPU path)."""
+    from kubellm.runtime.layers.quantization.fp8 import Fp8LinearMethod
+    from kubellm.runtime.layers.quantization.spec import is_parallel_linear
+    for name, layer in list(model.named_modules()):
+        if not is_parallel_linear(layer) or layer.quant_method is not None:
+            continue
+        weight = layer.weight.data.clone()
+        method = Fp8LinearMethod()
+        method.create_weights(layer, name)
+        method.load_local(layer, weight)
+        layer.fp8_scaled_mm = activations
     return model
 
 

@@ -9,6 +9,9 @@ perplexity_text.txt, 2,733 tokens with SmolLM2's tokenizer):
     rounded to bf16) vs that bf16 model: the perplexity increase, asymmetric (the
     default) and symmetric. Caveat: the only trained model here already went through
     4-bit (Q4_1, groups of 32) once; there is no other.
+(c) online FP8 (quantization="fp8": E4M3 weights, a scale per output channel) of the
+    same bf16 model vs that model: weights alone (the CPU's forward), and with the
+    activations rounded to FP8 per token too (torch._scaled_mm: what CUDA 8.9+ runs).
 
     python -m benchmarks.cpu.quantization_quality --out benchmarks/results/cpu
 """
@@ -21,7 +24,7 @@ from pathlib import Path
 import torch
 
 from benchmarks.common.model_logits import (dequantize_layers, load, perplexity,
-                                            quantize_layers)
+                                            quantize_layers, quantize_layers_fp8)
 
 GROUP_SIZE = 64
 TEXT = Path(__file__).resolve().parent.parent / "common" / "perplexity_text.txt"
@@ -61,6 +64,12 @@ def measure(model_dir: str, limit: int | None = None) -> dict:
         key = f"{'symmetric' if symmetric else 'asymmetric'}_group{group}"
         online[key] = round(perplexity(model, ids), 4)
         dequantize_layers(model)
+    fp8 = {}
+    for key, activations in (("weights", False), ("weights_and_activations", True)):
+        bf16.load_state_dict(state)
+        model = quantize_layers_fp8(bf16, activations)
+        fp8[key] = round(perplexity(model, ids), 4)
+        dequantize_layers(model)
     return {
         "tokens": len(ids), "quantized_linears": num_quantized,
         "a_gguf_q41": {"ppl_quantized_path": round(ppl_q41, 4),
@@ -70,6 +79,10 @@ def measure(model_dir: str, limit: int | None = None) -> dict:
             "ppl_bf16": round(ppl_bf16, 4),
             **{f"ppl_4bit_{k}": v for k, v in online.items()},
             **{f"increase_{k}": round(v / ppl_bf16 - 1, 5) for k, v in online.items()}},
+        "c_online_fp8": {
+            "ppl_bf16": round(ppl_bf16, 4),
+            **{f"ppl_fp8_{k}": v for k, v in fp8.items()},
+            **{f"increase_{k}": round(v / ppl_bf16 - 1, 5) for k, v in fp8.items()}},
     }
 
 

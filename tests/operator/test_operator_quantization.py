@@ -53,3 +53,18 @@ def test_the_embedded_model_counts_as_quantized():
     spec = defaulted_spec({"model": {"source": {"embedded": "SmolLM2-135M-Instruct"}},
                            "resources": {"accelerator": "none"}})
     assert bytes_per_parameter(spec) == 1.1
+
+
+def test_fp8_weights_reach_the_flag_and_size_the_pods():
+    """quantization: fp8 is a schema value, reaches `kubellm serve --quantization fp8`, and
+    sizes memory at ~1 byte per linear parameter (more than 4-bit, less than bf16)."""
+    spec = defaulted_spec({"model": {**HF8B, "quantization": "fp8"}})
+    args = serve_args(spec, "m")
+    assert args[args.index("--quantization") + 1] == "fp8"
+    cpu = {"resources": {"accelerator": "none"}}
+    assert bytes_per_parameter(defaulted_spec({"model": {**HF8B, "quantization": "fp8"},
+                                               **cpu})) == 1.5
+    assert bytes_per_parameter(spec) == 1.2
+    # 8B on CPU: 1.5 B per parameter is 11.2 GiB of weights, + 3 + 2 of /dev/shm
+    assert memory_request({"model": {**HF8B, "quantization": "fp8"}, **cpu}) == "17Gi"
+    # between 4-bit (14Gi) and float32 (35Gi): see test_cpu_memory_follows_the_4bit_weights

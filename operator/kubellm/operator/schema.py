@@ -85,10 +85,12 @@ MODEL = _obj(
                                      "Unset: what the checkpoint is (its "
                                      "quantization_config, or a GGUF file). 4bit: quantize "
                                      "a float checkpoint's linear layers to group-wise int4 "
-                                     "at load. gptq, awq, compressed-tensors, gguf: insist "
-                                     "on that pre-quantized format. Quantized weights "
-                                     "also size the pods' memory requests.",
-                           enum=["4bit", "gptq", "awq", "compressed-tensors", "gguf"]),
+                                     "at load. fp8: quantize them to FP8 (E4M3) with a "
+                                     "scale per output channel at load. gptq, awq, "
+                                     "compressed-tensors, gguf: insist on that "
+                                     "pre-quantized format. Quantized weights also size "
+                                     "the pods' memory requests.",
+                           enum=["4bit", "fp8", "gptq", "awq", "compressed-tensors", "gguf"]),
         "maxModelLen": _f("integer", "Longest sequence (prompt + output) in tokens; "
                                      "defaults to the model's context length.", minimum=1),
     },

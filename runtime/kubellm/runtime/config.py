@@ -13,8 +13,9 @@ POLICIES = ("fcfs", "priority", "timeslice")
 ATTENTION_BACKENDS = ("auto", "torch", "triton")
 LOAD_FORMATS = ("auto", "dummy")
 EXECUTOR_BACKENDS = ("uni", "mp")
-# vLLM's names; 4bit = group-wise int4 of a float checkpoint, quantized at load
-QUANTIZATION_METHODS = ("4bit", "gptq", "awq", "compressed-tensors", "gguf")
+# vLLM's names; 4bit = group-wise int4 of a float checkpoint, quantized at load; fp8 =
+# E4M3 weights with per-channel scales, quantized at load (vLLM's online fp8)
+QUANTIZATION_METHODS = ("4bit", "fp8", "gptq", "awq", "compressed-tensors", "gguf")
 
 
 def _knob(default, help, choices=None):
@@ -31,8 +32,9 @@ class EngineConfig:
     quantization: str | None = _knob(
         None, "weight quantization; none = what the checkpoint is (its quantization_config, "
               "or a GGUF file); 4bit = quantize a float checkpoint's linear layers at load "
-              "to group-wise int4; gptq | awq | compressed-tensors | gguf = insist on that "
-              "format", QUANTIZATION_METHODS)
+              "to group-wise int4; fp8 = to FP8 (E4M3) with a scale per output channel; "
+              "gptq | awq | compressed-tensors | gguf = insist on that format",
+        QUANTIZATION_METHODS)
     quantization_group_size: int = _knob(128, "input features sharing one scale and bias "
                                               "with quantization=4bit")
     quantize_lm_head: bool = _knob(False, "with quantization=4bit, quantize the (untied) LM "

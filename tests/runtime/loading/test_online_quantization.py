@@ -93,7 +93,7 @@ def test_quantize_lm_head_settings_that_cannot_work_name_the_field(tiny_model_fa
 
 
 def test_unknown_method_names_the_field_and_the_choices():
-    with pytest.raises(ConfigError, match=r"'quantization': must be one of 4bit, gptq, awq, "
+    with pytest.raises(ConfigError, match=r"'quantization': must be one of 4bit, fp8, gptq, awq, "
                                           r"compressed-tensors, gguf; got 'int3'"):
         EngineConfig(quantization="int3")
     with pytest.raises(ConfigError, match="quantization_group_size.*multiple of 8"):

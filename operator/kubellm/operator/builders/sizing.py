@@ -14,7 +14,7 @@ total comes from ``spec.model.parameters`` ("8B", "135M"), else from the model's
 unknown and the layout alone decides; the active count from
 ``spec.model.activeParameters``, else the name's "A3B" part, else the total. Its
 bytes per parameter follow the dtype, or the quantization (``spec.model.quantization``, or
-a name that says GPTQ / AWQ / GGUF / 4bit).
+a name that says GPTQ / AWQ / GGUF / 4bit: 4-bit).
 """
 from __future__ import annotations
 
@@ -31,6 +31,10 @@ EMBEDDED_QUANTIZATION = {"SmolLM2-135M-Instruct": "gguf"}   # its Q4_1 weights r
 # for 8.03B parameters on GPUs (0.72 B/param) and 8.1 GB on CPU (1.0); smaller models
 # have relatively bigger embeddings, so round up.
 QUANTIZED_BYTES_PER_PARAMETER = {"gpu": 0.8, "cpu": 1.1}
+# FP8 weights (quantization: fp8): linears 1 byte per parameter + one float32 scale per
+# output channel, embeddings and the LM head in the model dtype (bf16 on GPUs, float32 on
+# CPU): 9.1 GB for the Llama-3-8B shape on GPUs (1.13 B/param), 11.2 GB on CPU (1.4)
+FP8_BYTES_PER_PARAMETER = {"gpu": 1.2, "cpu": 1.5}
 _QUANTIZED_NAME = re.compile(r"(?<![a-z])(gptq|awq|gguf|int4|w4a16|4bit|q4_[01k])(?![a-z])",
                              re.IGNORECASE)
 _UNITS = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
@@ -119,7 +123,8 @@ def cpus_per_rank(active_per_rank: float | None) -> int:
 
 
 def is_quantized(spec: dict[str, Any]) -> bool:
-    """4-bit weights: stated, embedded as such, or named so ("Llama-3-8B-GPTQ")."""
+    """Quantized weights: stated (4-bit or fp8), embedded as such, or named so
+    ("Llama-3-8B-GPTQ": 4-bit)."""
     model = spec["model"]
     if model.get("quantization"):
         return True
@@ -131,6 +136,8 @@ def is_quantized(spec: dict[str, Any]) -> bool:
 
 
 def bytes_per_parameter(spec: dict[str, Any]) -> float:
+    if spec["model"].get("quantization") == "fp8":
+        return FP8_BYTES_PER_PARAMETER["gpu" if uses_gpus(spec) else "cpu"]
     if is_quantized(spec):
         return QUANTIZED_BYTES_PER_PARAMETER["gpu" if uses_gpus(spec) else "cpu"]
     dtype = spec["model"]["dtype"]

@@ -4,11 +4,17 @@ from __future__ import annotations
 import torch
 
 from kubellm.runtime.layers.embedding import ParallelLMHead
+from kubellm.runtime.layers.quantization.fp8 import Fp8LinearMethod, Fp8Spec
 from kubellm.runtime.layers.quantization.linear_method import QuantizedLinearMethod
 from kubellm.runtime.layers.quantization.spec import LinearQuantSpec, is_parallel_linear
 
 
-def apply_quantization(model: torch.nn.Module, specs: dict[str, LinearQuantSpec]) -> int:
+def method_for(spec: LinearQuantSpec | Fp8Spec):
+    return Fp8LinearMethod(spec) if isinstance(spec, Fp8Spec) else QuantizedLinearMethod(spec)
+
+
+def apply_quantization(model: torch.nn.Module,
+                       specs: dict[str, LinearQuantSpec | Fp8Spec]) -> int:
     """Give each named linear its quantized parameters (on the model's device, normally
     ``meta``); returns how many layers were converted. Unknown names are an error."""
     modules = dict(model.named_modules())
@@ -17,8 +23,13 @@ def apply_quantization(model: torch.nn.Module, specs: dict[str, LinearQuantSpec]
         if layer is None or not (is_parallel_linear(layer) or isinstance(layer, ParallelLMHead)):
             raise ValueError(f"quantization names {name!r}, which is not a linear layer of "
                              f"{type(model).__name__}")
-        QuantizedLinearMethod(spec).create_weights(layer, name)
+        method_for(spec).create_weights(layer, name)
     return len(specs)
+
+
+def online_fp8_specs(model: torch.nn.Module) -> dict[str, Fp8Spec]:
+    """Every parallel linear (the LM head and the embedding stay in the model dtype)."""
+    return {name: Fp8Spec() for name, m in model.named_modules() if is_parallel_linear(m)}
 
 
 def online_specs(model: torch.nn.Module, bits: int, group_size: int,

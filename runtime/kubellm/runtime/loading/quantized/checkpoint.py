@@ -12,12 +12,15 @@ import torch
 
 from kubellm.runtime.config_sources import ConfigError
 from kubellm.runtime.layers.quantization.linear_method import QuantizationLayoutError
-from kubellm.runtime.layers.quantization.apply import apply_quantization, online_specs
+from kubellm.runtime.layers.quantization.apply import (apply_quantization, online_fp8_specs,
+                                                      online_specs)
 from kubellm.runtime.layers.quantization.spec import LinearQuantSpec
 from kubellm.runtime.loading.quantized import safetensors_formats as st_formats
 from kubellm.runtime.loading.quantized.gguf_checkpoint import GGUFCheckpoint, find_gguf
 
 ONLINE = "4bit"
+ONLINE_FP8 = "fp8"
+ONLINE_METHODS = (ONLINE, ONLINE_FP8)   # a float checkpoint quantized at load
 FORMATS = ("gptq", "awq", "compressed-tensors", "gguf")
 
 
@@ -47,15 +50,16 @@ def _quantization_config(hf_config) -> dict | None:
 def resolve_method(requested: str | None, detected: str | None) -> str | None:
     if requested is None or requested == detected:
         return detected
-    if requested == ONLINE and detected is None:
-        return ONLINE
-    if requested == ONLINE:
-        raise ConfigError("quantization", f"4bit quantizes a float checkpoint at load, but "
-                                          f"this one is already quantized ({detected}); "
-                                          f"leave quantization unset to run it as it is")
+    if requested in ONLINE_METHODS and detected is None:
+        return requested
+    if requested in ONLINE_METHODS:
+        raise ConfigError("quantization", f"{requested} quantizes a float checkpoint at "
+                                          f"load, but this one is already quantized "
+                                          f"({detected}); leave quantization unset to run "
+                                          f"it as it is")
     found = f"a {detected} checkpoint" if detected else "a float checkpoint (no " \
         "quantization_config, no GGUF file)"
-    allowed = f"unset or {detected}" if detected else f"unset or {ONLINE}"
+    allowed = f"unset or {detected}" if detected else f"unset, {' or '.join(ONLINE_METHODS)}"
     raise ConfigError("quantization", f"{requested!r} was asked for, but the model is "
                                       f"{found}; allowed here: {allowed}")
 
@@ -64,7 +68,7 @@ def resolve_method(requested: str | None, detected: str | None) -> str | None:
 class CheckpointSource:
     model_dir: str
     hf_config: object
-    method: str | None                # None | 4bit | gptq | awq | compressed-tensors | gguf
+    method: str | None                # None | 4bit | fp8 | gptq | awq | compressed-tensors | gguf
     group_size: int = 128
     lm_head: bool = False             # 4bit: the untied LM head too
 
@@ -87,6 +91,8 @@ class CheckpointSource:
         if self.method == ONLINE:
             specs, field = online_specs(model, 4, self.group_size,
                                          lm_head=self.lm_head), "quantization_group_size"
+        elif self.method == ONLINE_FP8:
+            specs, field = online_fp8_specs(model), "quantization"
         else:
             specs, field = self._module_specs(model), "quantization"
         try:
