@@ -64,7 +64,7 @@ def _fetch_arrivals(url: str, conn) -> list[float]:
 
 def _one_process(url: str, bodies: list[bytes], repeats: int, conn) -> list[tuple]:
     from kubellm.runtime.cli.bench.http_client import PooledClient
-    from kubellm.runtime.cli.bench.serve import Sample, send_at
+    from kubellm.runtime.cli.bench.sending import Sample, send_at
 
     async def run():
         out = []

@@ -10,7 +10,7 @@ import pytest
 from aiohttp import web
 
 from kubellm.runtime.cli.bench.http_client import PooledClient
-from kubellm.runtime.cli.bench.serve import Sample
+from kubellm.runtime.cli.bench.sending import Sample
 
 TOKENS = 3
 

@@ -31,7 +31,7 @@ def _child(conn, client_args: tuple) -> None:
 
 async def _serve_commands(conn, client_args: tuple) -> None:
     from kubellm.runtime.cli.bench.http_client import PooledClient
-    from kubellm.runtime.cli.bench.serve import Sample, send_at
+    from kubellm.runtime.cli.bench.sending import Sample, send_at
     async with PooledClient(*client_args, Sample) as client:
         conn.send("ready")
         while True:

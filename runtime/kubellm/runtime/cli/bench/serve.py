@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 
+from kubellm.runtime.cli.bench.sending import Sample, send_at
 from kubellm.runtime.cli.engine_args import add_engine_args, engine_config_from_args
 
 
@@ -107,16 +108,6 @@ def arrival_offsets(num: int, rate: float, seed: int) -> list[float]:
         out.append(t)
         t += rng.expovariate(rate)
     return out
-
-
-@dataclasses.dataclass
-class Sample:
-    """One request as the client saw it; times in seconds from its send."""
-    ttft: float | None = None
-    latency: float | None = None
-    gaps: list[float] = dataclasses.field(default_factory=list)
-    num_output_tokens: int = 0
-    error: str | None = None
 
 
 # ---- HTTP backend --------------------------------------------------------------------
@@ -218,15 +209,6 @@ async def inproc_request(async_engine, prompt, args, request_id: str) -> Sample:
 async def _schedule(prompts, rate, seed, send) -> list[Sample]:
     return await send_at(prompts, arrival_offsets(len(prompts), rate, seed),
                          time.monotonic(), send)
-
-
-async def send_at(prompts, offsets, start: float, send) -> list[Sample]:
-    """``send(prompt)`` for each prompt ``offset`` seconds after ``start`` (on
-    time.monotonic, which client processes share); the samples in order."""
-    async def at(offset, prompt):
-        await asyncio.sleep(max(0.0, start + offset - time.monotonic()))
-        return await send(prompt)
-    return list(await asyncio.gather(*(at(o, p) for o, p in zip(offsets, prompts))))
 
 
 WARM_UP_RATE = 16.0
