@@ -16,14 +16,18 @@ def load(path: str, **kwargs) -> torch.nn.Module:
 
 
 @torch.inference_mode()
-def prompt_logits(model: torch.nn.Module, ids: list[int]) -> torch.Tensor:
-    """float32 [len(ids), vocab]: the logits after every prompt position."""
+def prompt_logits(model: torch.nn.Module, ids: list[int],
+                  kv_dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """float32 [len(ids), vocab]: the logits after every prompt position. The torch
+    backend reads every key and value back from the cache, so a ``kv_dtype`` of
+    float8_e4m3fn rounds all of them as an FP8 KV cache does for decodes."""
     n = len(ids)
     block = 16
     blocks = -(-n // block)
     for layer in (m for m in model.modules() if isinstance(m, Attention)):
         shape = (blocks, block, layer.num_kv_heads, layer.head_dim)
-        layer.k_cache, layer.v_cache = torch.zeros(shape), torch.zeros(shape)
+        layer.k_cache = torch.zeros(shape, dtype=kv_dtype)
+        layer.v_cache = torch.zeros(shape, dtype=kv_dtype)
         layer.backend = torch_backend
     meta = AttentionMetadata(
         slot_mapping=torch.arange(n), block_tables=torch.arange(blocks, dtype=torch.int32)[None],
@@ -100,9 +104,16 @@ def quantize_layers_fp8(model: torch.nn.Module, activations: bool = False) -> to
     return model
 
 
+def kv_abs_max(model: torch.nn.Module) -> float:
+    """The largest |key| or |value| the last prompt_logits call cached, over all layers."""
+    return max(float(c.float().abs().max()) for m in model.modules()
+               if isinstance(m, Attention) for c in (m.k_cache, m.v_cache))
+
+
 @torch.inference_mode()
-def perplexity(model: torch.nn.Module, ids: list[int]) -> float:
+def perplexity(model: torch.nn.Module, ids: list[int],
+               kv_dtype: torch.dtype = torch.float32) -> float:
     """exp(mean negative log-likelihood of each token after the first)."""
-    logits = prompt_logits(model, ids)
+    logits = prompt_logits(model, ids, kv_dtype)
     nll = torch.nn.functional.cross_entropy(logits[:-1], torch.tensor(ids[1:]))
     return float(torch.exp(nll))

@@ -12,6 +12,9 @@ perplexity_text.txt, 2,733 tokens with SmolLM2's tokenizer):
 (c) online FP8 (quantization="fp8": E4M3 weights, a scale per output channel) of the
     same bf16 model vs that model: weights alone (the CPU's forward), and with the
     activations rounded to FP8 per token too (torch._scaled_mm: what CUDA 8.9+ runs).
+(d) an FP8 KV cache (kv_cache_dtype="fp8": E4M3, scale 1.0) under the same bf16 model,
+    every key and value read back from it, vs a float32 cache; then with FP8 weights and
+    activations too; and the largest |key| or |value| cached (E4M3 saturates at 448).
 
     python -m benchmarks.cpu.quantization_quality --out benchmarks/results/cpu
 """
@@ -23,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.common.model_logits import (dequantize_layers, load, perplexity,
+from benchmarks.common.model_logits import (dequantize_layers, kv_abs_max, load, perplexity,
                                             quantize_layers, quantize_layers_fp8)
 
 GROUP_SIZE = 64
@@ -70,6 +73,13 @@ def measure(model_dir: str, limit: int | None = None) -> dict:
         model = quantize_layers_fp8(bf16, activations)
         fp8[key] = round(perplexity(model, ids), 4)
         dequantize_layers(model)
+    bf16.load_state_dict(state)
+    ppl_bf16_fp32_cache = perplexity(bf16, ids)
+    abs_max = kv_abs_max(bf16)
+    kv = {"kv_fp8": perplexity(bf16, ids, torch.float8_e4m3fn)}
+    model = quantize_layers_fp8(bf16, activations=True)
+    kv["weights_activations_and_kv_fp8"] = perplexity(model, ids, torch.float8_e4m3fn)
+    dequantize_layers(model)
     return {
         "tokens": len(ids), "quantized_linears": num_quantized,
         "a_gguf_q41": {"ppl_quantized_path": round(ppl_q41, 4),
@@ -83,6 +93,10 @@ def measure(model_dir: str, limit: int | None = None) -> dict:
             "ppl_bf16": round(ppl_bf16, 4),
             **{f"ppl_fp8_{k}": v for k, v in fp8.items()},
             **{f"increase_{k}": round(v / ppl_bf16 - 1, 5) for k, v in fp8.items()}},
+        "d_fp8_kv_cache": {
+            "ppl_bf16": round(ppl_bf16_fp32_cache, 4), "kv_abs_max": round(abs_max, 3),
+            **{f"ppl_{k}": round(v, 4) for k, v in kv.items()},
+            **{f"increase_{k}": round(v / ppl_bf16_fp32_cache - 1, 5) for k, v in kv.items()}},
     }
 
 

@@ -61,7 +61,7 @@ def test_serve_args_carry_model_and_engine_knobs():
                                      "maxModelLen": 4096, "revision": "v2"},
                            "engine": {"gpuMemoryUtilization": 0.85, "maxNumSeqs": 32,
                                       "maxNumBatchedTokens": 2048, "blockSize": 32,
-                                      "enablePrefixCaching": False,
+                                      "kvCacheDtype": "fp8", "enablePrefixCaching": False,
                                       "schedulingPolicy": "priority", "enforceEager": True,
                                       "seed": 7, "maxQueue": 100,
                                       "shutdownTimeoutSeconds": 45,
@@ -71,7 +71,7 @@ def test_serve_args_carry_model_and_engine_knobs():
         "--port", "8000", "--tensor-parallel-size", "1", "--pipeline-parallel-size", "1",
         "--dtype", "bfloat16", "--shutdown-timeout", "45", "--max-model-len", "4096",
         "--gpu-memory-utilization", "0.85", "--max-num-seqs", "32",
-        "--max-num-batched-tokens", "2048", "--block-size", "32",
+        "--max-num-batched-tokens", "2048", "--block-size", "32", "--kv-cache-dtype", "fp8",
         "--no-enable-prefix-caching", "--scheduling-policy", "priority", "--enforce-eager",
         "--seed", "7", "--max-queue", "100", "--foo", "1"]
 

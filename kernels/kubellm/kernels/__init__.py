@@ -4,6 +4,8 @@
 - ``prefill_attention``: the same for steps with prefills, the step's own K/V read as rows
 - ``rotary_kv_write``: rotary embedding fused into the KV-cache write
 - ``reshape_and_cache``: ``write_kv_cache`` through the slot mapping
+- ``kv_cache_fp8`` / ``kv_fp8_format``: an FP8 (E4M3) KV cache, the kernels' and torch's
+  side of it
 - ``rms_norm``: ``rms_norm`` and ``fused_add_rms_norm``
 - ``rotary``: ``apply_rotary`` and ``build_cos_sin_cache`` (default and llama3 scaling)
 - ``activation``: ``silu_and_mul``

@@ -56,9 +56,14 @@ def check_shape(name: str, t: torch.Tensor, expected: tuple):
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 def check_kv_cache(k_cache, v_cache, dtype: torch.dtype, device: torch.device):
-    """Both caches [num_blocks, block_size, Hkv, D], contiguous, same shape, `dtype`."""
+    """Both caches [num_blocks, block_size, Hkv, D], contiguous, same shape, in `dtype`
+    or both in FP8 E4M3 (kv_cache_fp8.py)."""
+    allowed = (dtype, torch.float8_e4m3fn)
     for name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):
-        check_tensor(name, cache, 4, (dtype,), device)
+        check_tensor(name, cache, 4, allowed, device)
+    if v_cache.dtype != k_cache.dtype:
+        raise TypeError(f"v_cache dtype {v_cache.dtype} != k_cache dtype {k_cache.dtype}")
+    for name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):
         check_contiguous(name, cache)
     check_shape("v_cache", v_cache, k_cache.shape)
 

@@ -18,6 +18,9 @@ and a second kernel merges them.
 Tolerances against ``paged_attention_ref`` are ``TOLERANCES`` (atol, rtol): fp32 2e-5
 (ieee dots), fp16 3e-3, bf16 2e-2 -- P is rounded to the model dtype before the P@V
 product, as in every flash-attention kernel, and the output is rounded once more.
+
+An FP8 cache (kv_cache_fp8.py) is read as such and each tile widened to q's dtype before
+the dot products: the reference, given the same cache, agrees within the same tolerances.
 """
 import math
 import numbers
@@ -42,6 +45,7 @@ def _attend_key_tiles(
     q,                # [BLOCK_M, D]
     q_pos, row_ok,    # [BLOCK_M] absolute query positions, rows that hold a real query
     k_cache_ptr, v_cache_ptr,
+    q_ptr,            # only its element type: the model dtype an FP8 cache widens to
     table_row,        # this sequence's block-table row
     kv_head, lo, hi, scale_log2,
     stride_cb, stride_ct, stride_ch,
@@ -70,6 +74,8 @@ def _attend_key_tiles(
         else:
             k = tl.load(k_cache_ptr + kv_off[:, None] + dims[None, :])
             v = tl.load(v_cache_ptr + kv_off[:, None] + dims[None, :])
+        k = k.to(q_ptr.dtype.element_ty)   # no-op unless the cache is FP8
+        v = v.to(q_ptr.dtype.element_ty)
         if DOT_FP32:
             k = k.to(tl.float32)
         s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * scale_log2
@@ -104,7 +110,7 @@ SEQUENCE_METADATA = ("block_tables_ptr", "seq_lens_ptr", "cu_seqlens_q_ptr")
             do_not_specialize_on_alignment=list(SEQUENCE_METADATA))
 def _paged_attention_kernel(
     q_ptr,            # [T, Hq, D]
-    k_cache_ptr,      # [num_blocks, BLOCK_SIZE, Hkv, D]
+    k_cache_ptr,      # [num_blocks, BLOCK_SIZE, Hkv, D] q's dtype or FP8 E4M3
     v_cache_ptr,      # [num_blocks, BLOCK_SIZE, Hkv, D]
     block_tables_ptr,  # [B, max_blocks] int32
     seq_lens_ptr,     # [B] int32
@@ -178,11 +184,11 @@ def _paged_attention_kernel(
     acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
     table_row = block_tables_ptr + seq.to(tl.int64) * stride_bt
     acc, m_i, l_i = _attend_key_tiles(
-        acc, m_i, l_i, q, q_pos, row_ok, k_cache_ptr, v_cache_ptr, table_row, kv_head,
+        acc, m_i, l_i, q, q_pos, row_ok, k_cache_ptr, v_cache_ptr, q_ptr, table_row, kv_head,
         kv_lo, full_hi, scale_log2, stride_cb, stride_ct, stride_ch,
         HEAD_DIM, BLOCK_SIZE, BLOCK_N, False, DOT_FP32, DOT_PRECISION)
     acc, m_i, l_i = _attend_key_tiles(
-        acc, m_i, l_i, q, q_pos, row_ok, k_cache_ptr, v_cache_ptr, table_row, kv_head,
+        acc, m_i, l_i, q, q_pos, row_ok, k_cache_ptr, v_cache_ptr, q_ptr, table_row, kv_head,
         full_hi, kv_hi, scale_log2, stride_cb, stride_ct, stride_ch,
         HEAD_DIM, BLOCK_SIZE, BLOCK_N, True, DOT_FP32, DOT_PRECISION)
 

@@ -65,10 +65,11 @@ def _online_softmax_step(acc, m_i, l_i, q, k, v, visible, scale_log2,
 
 
 @triton.jit
-def _context_tile(k_cache_ptr, v_cache_ptr, table_row, start, context_len, kv_head,
+def _context_tile(k_cache_ptr, v_cache_ptr, q_ptr, table_row, start, context_len, kv_head,
                   stride_cb, stride_ct, stride_ch, HEAD_DIM: tl.constexpr,
                   BLOCK_SIZE: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr):
-    """Keys and values [BLOCK_N, D] of positions start.. gathered through the pages."""
+    """Keys and values [BLOCK_N, D] of positions start.. gathered through the pages, in
+    q's dtype (an FP8 cache widened)."""
     k_pos = start + tl.arange(0, BLOCK_N)
     dims = tl.arange(0, HEAD_DIM)
     if MASKED:
@@ -85,7 +86,7 @@ def _context_tile(k_cache_ptr, v_cache_ptr, table_row, start, context_len, kv_he
     else:
         k = tl.load(k_cache_ptr + kv_off[:, None] + dims[None, :])
         v = tl.load(v_cache_ptr + kv_off[:, None] + dims[None, :])
-    return k, v
+    return k.to(q_ptr.dtype.element_ty), v.to(q_ptr.dtype.element_ty)
 
 
 # one binary for every batch: values that vary per step are not specialised on, nor is the
@@ -165,13 +166,13 @@ def _prefill_attention_kernel(
     table_row = block_tables_ptr + seq.to(tl.int64) * stride_bt
     num_context_full = context_len // BLOCK_N
     for j in range(0, num_context_full):
-        k, v = _context_tile(k_cache_ptr, v_cache_ptr, table_row, j * BLOCK_N, context_len,
-                             kv_head, stride_cb, stride_ct, stride_ch, HEAD_DIM, BLOCK_SIZE,
+        k, v = _context_tile(k_cache_ptr, v_cache_ptr, q_ptr, table_row, j * BLOCK_N,
+                             context_len, kv_head, stride_cb, stride_ct, stride_ch, HEAD_DIM, BLOCK_SIZE,
                              BLOCK_N, False)
         acc, m_i, l_i = _online_softmax_step(acc, m_i, l_i, q, k, v, row_ok[:, None],
                                              scale_log2, False, DOT_FP32, DOT_PRECISION)
     for start in range(num_context_full * BLOCK_N, context_len, BLOCK_N):
-        k, v = _context_tile(k_cache_ptr, v_cache_ptr, table_row, start, context_len,
+        k, v = _context_tile(k_cache_ptr, v_cache_ptr, q_ptr, table_row, start, context_len,
                              kv_head, stride_cb, stride_ct, stride_ch, HEAD_DIM, BLOCK_SIZE,
                              BLOCK_N, True)
         k_ok = start + tl.arange(0, BLOCK_N) < context_len
@@ -330,9 +331,10 @@ def prefill_attention(q, k, v, k_cache, v_cache, block_tables, seq_lens, cu_seql
 
 def prefill_attention_ref(q, k, v, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q,
                           max_seqlen_q: int, scale: float):
-    """Plain torch: write the new keys into copies of the caches, then the paged
-    reference (rows outside the sequences are zeros)."""
-    k_cache, v_cache = k_cache.clone(), v_cache.clone()
+    """Plain torch: write the new keys into copies of the caches (widened to q's dtype:
+    the kernel reads the step's own keys unrounded even beside an FP8 cache), then the
+    paged reference (rows outside the sequences are zeros)."""
+    k_cache, v_cache = k_cache.to(q.dtype, copy=True), v_cache.to(q.dtype, copy=True)
     block_size = k_cache.shape[1]
     for b in range(block_tables.shape[0]):
         q_start, q_end = int(cu_seqlens_q[b]), int(cu_seqlens_q[b + 1])

@@ -10,7 +10,8 @@ reads the step's keys from a contiguous tensor wants them).
 
 Tolerances against ``rotary_kv_write_ref`` (``apply_rotary_ref`` + ``write_kv_cache_ref``):
 ``TOLERANCES`` = fp32 atol=rtol=1e-5, fp16 1e-3, bf16 1e-2 for q and the written keys (one
-rounding of the output); the values are copied exactly.
+rounding of the output); the values are copied exactly. Into an FP8 cache the keys are
+rounded to the model dtype, then to E4M3, as the reference does.
 """
 
 import torch
@@ -19,8 +20,10 @@ import triton.language as tl
 
 from kubellm.kernels._launch import (
     ELEMENTWISE_TOLERANCES, FLOAT_DTYPES, check_contiguous, check_kv_cache, check_shape,
-    check_tensor, kernel_for,
+    check_tensor, is_interpreted, kernel_for,
 )
+from kubellm.kernels.kv_cache_fp8 import to_cache
+from kubellm.kernels.kv_fp8_format import is_fp8
 from kubellm.kernels.reshape_and_cache import write_kv_cache_ref
 from kubellm.kernels.rotary import apply_rotary_ref
 
@@ -57,6 +60,8 @@ def _rotary_kv_write_kernel(
     KV_HEADS_POW2: tl.constexpr,
     HALF_POW2: tl.constexpr,
     RETURN_KEY: tl.constexpr,
+    KV_FP8: tl.constexpr,
+    EMULATE_ROUNDING: tl.constexpr,
 ):
     tok = tl.program_id(0).to(tl.int64)
     pos = tl.load(positions_ptr + tok).to(tl.int64)
@@ -77,8 +82,9 @@ def _rotary_kv_write_kernel(
     kv_mask = (kv_heads[:, None] < NUM_KV_HEADS) & col_ok[None, :]
     k1, k2 = _rotate_half(k_ptr, tok * stride_kt + kv_heads[:, None] * stride_kh + cols[None, :],
                           kv_mask, cos, sin, HALF)
-    k1 = k1.to(k_cache_ptr.dtype.element_ty)
-    k2 = k2.to(k_cache_ptr.dtype.element_ty)
+    # rounded once to the model dtype: the returned keys, and what an FP8 cache rounds
+    k1 = k1.to(q_out_ptr.dtype.element_ty)
+    k2 = k2.to(q_out_ptr.dtype.element_ty)
     if RETURN_KEY:
         k_off = (tok * NUM_KV_HEADS + kv_heads[:, None]) * (2 * HALF) + cols[None, :]
         tl.store(k_out_ptr + k_off, k1, mask=kv_mask)
@@ -88,13 +94,17 @@ def _rotary_kv_write_kernel(
         # int64 slot: block_id * stride_cb overflows int32 in pools over 2 GiB.
         cache_off = ((slot // BLOCK_SIZE) * stride_cb + (slot % BLOCK_SIZE) * stride_ct
                      + kv_heads[:, None] * stride_ch + cols[None, :])
-        tl.store(k_cache_ptr + cache_off, k1, mask=kv_mask)
-        tl.store(k_cache_ptr + cache_off + HALF, k2, mask=kv_mask)
+        tl.store(k_cache_ptr + cache_off, to_cache(k1, k_cache_ptr, KV_FP8, EMULATE_ROUNDING),
+                 mask=kv_mask)
+        tl.store(k_cache_ptr + cache_off + HALF,
+                 to_cache(k2, k_cache_ptr, KV_FP8, EMULATE_ROUNDING), mask=kv_mask)
         v_off = tok * stride_vt + kv_heads[:, None] * stride_vh + cols[None, :]
         v1 = tl.load(v_ptr + v_off, mask=kv_mask)
         v2 = tl.load(v_ptr + v_off + HALF, mask=kv_mask)
-        tl.store(v_cache_ptr + cache_off, v1, mask=kv_mask)
-        tl.store(v_cache_ptr + cache_off + HALF, v2, mask=kv_mask)
+        tl.store(v_cache_ptr + cache_off, to_cache(v1, v_cache_ptr, KV_FP8, EMULATE_ROUNDING),
+                 mask=kv_mask)
+        tl.store(v_cache_ptr + cache_off + HALF,
+                 to_cache(v2, v_cache_ptr, KV_FP8, EMULATE_ROUNDING), mask=kv_mask)
 
 
 def _check(positions, q, k, v, k_cache, v_cache, slot_mapping, cos_sin_cache):
@@ -126,7 +136,8 @@ def _check(positions, q, k, v, k_cache, v_cache, slot_mapping, cos_sin_cache):
 def rotary_kv_write(positions, q, k, v, k_cache, v_cache, slot_mapping, cos_sin_cache,
                     return_key: bool = False):
     """positions [T] int64; q [T, Hq, D], k and v [T, Hkv, D] (strided views allowed, last
-    dim contiguous); caches [num_blocks, block_size, Hkv, D]; slot_mapping [T] int64;
+    dim contiguous); caches [num_blocks, block_size, Hkv, D] (q's dtype or FP8 E4M3,
+    kv_cache_fp8.py); slot_mapping [T] int64;
     cos_sin_cache [max_position, D] fp32. Writes rotate(k) and v into the caches in place
     and returns rotate(q) (a new contiguous tensor), or (rotate(q), rotate(k)) with
     ``return_key``. Positions and slots past their tables are not checked (a sync)."""
@@ -144,6 +155,8 @@ def rotary_kv_write(positions, q, k, v, k_cache, v_cache, slot_mapping, cos_sin_
             BLOCK_SIZE=k_cache.shape[1], HEADS_POW2=triton.next_power_of_2(num_heads),
             KV_HEADS_POW2=triton.next_power_of_2(num_kv_heads),
             HALF_POW2=triton.next_power_of_2(head_dim // 2), RETURN_KEY=return_key,
+            KV_FP8=is_fp8(k_cache),
+            EMULATE_ROUNDING=is_fp8(k_cache) and is_interpreted(_rotary_kv_write_kernel),
         )
     return (q_out, k_out) if return_key else q_out
 

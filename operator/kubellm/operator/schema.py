@@ -142,6 +142,9 @@ ENGINE = _obj(
      "maxNumSeqs": _f("integer", "Most sequences in one batch.", minimum=1),
      "maxNumBatchedTokens": _f("integer", "Token budget of one engine step.", minimum=1),
      "blockSize": _f("integer", "Tokens per KV-cache block.", enum=[8, 16, 32, 64, 128]),
+     "kvCacheDtype": _f("string", "KV-cache storage: auto (the model dtype) or fp8 / "
+                                  "fp8_e4m3 (E4M3, one byte per element: twice the "
+                                  "tokens).", enum=["auto", "fp8", "fp8_e4m3"]),
      "enablePrefixCaching": _f("boolean", "Reuse KV blocks of shared prompt prefixes."),
      "schedulingPolicy": _f("string", "Order in which waiting requests are admitted.",
                             enum=["fcfs", "priority", "timeslice"]),

@@ -64,6 +64,11 @@ def resolve_dtype(config: EngineConfig, device: torch.device) -> torch.dtype:
     return DTYPES[config.dtype]
 
 
+def resolve_kv_cache_dtype(config: EngineConfig, dtype: torch.dtype) -> torch.dtype:
+    """auto = the model dtype; fp8 / fp8_e4m3 = E4M3 (kernels/kv_cache_fp8.py)."""
+    return dtype if config.kv_cache_dtype == "auto" else torch.float8_e4m3fn
+
+
 def eos_token_ids(model_dir: str, tokenizer, hf_config) -> set[int]:
     ids = set()
     for eos in (getattr(tokenizer, "eos_token_id", None), getattr(hf_config, "eos_token_id", None)):
@@ -107,8 +112,9 @@ def assemble_engine(engine_cls, config: EngineConfig, tokenizer, executor, runne
         log.warning("KV pool holds %d tokens < max_model_len %d; lowering max_model_len",
                     capacity, config.max_model_len)
         config.max_model_len = capacity
-    log.info("KV cache: %d blocks of %d tokens = %d tokens (%.2f GiB)", num_blocks,
-             config.block_size, capacity, num_blocks * runner.kv_bytes_per_block() / 2**30)
+    log.info("KV cache: %d blocks of %d tokens = %d tokens (%.2f GiB, %s)", num_blocks,
+             config.block_size, capacity, num_blocks * runner.kv_bytes_per_block() / 2**30,
+             str(runner.kv_dtype).replace("torch.", ""))
     graph_sizes = choose_batch_limits(config, runner, capacity)
     if capture_graphs:
         runner.capture_decode_graphs(config.max_num_seqs, config.max_model_len, graph_sizes)

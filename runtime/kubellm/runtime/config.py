@@ -16,6 +16,8 @@ EXECUTOR_BACKENDS = ("uni", "mp")
 # vLLM's names; 4bit = group-wise int4 of a float checkpoint, quantized at load; fp8 =
 # E4M3 weights with per-channel scales, quantized at load (vLLM's online fp8)
 QUANTIZATION_METHODS = ("4bit", "fp8", "gptq", "awq", "compressed-tensors", "gguf")
+# vLLM's names for an E4M3 cache (kernels/kubellm/kernels/kv_cache_fp8.py); E5M2 is not built
+KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3")
 
 
 def _knob(default, help, choices=None):
@@ -44,6 +46,10 @@ class EngineConfig:
                                              "outputs carry no text")
     dtype: str = _knob("auto", "weights and activations dtype; auto = bfloat16 on CUDA, "
                                "float32 on CPU", DTYPES)
+    kv_cache_dtype: str = _knob("auto", "KV-cache storage; auto = the model dtype; fp8 "
+                                        "(= fp8_e4m3) = FP8 E4M3 with scale 1.0, one byte "
+                                        "per element: twice the tokens in the same memory",
+                                KV_CACHE_DTYPES)
     device: str = _knob("auto", "where to run; auto = cuda when available", DEVICES)
     tensor_parallel_size: int = _knob(1, "processes that split every layer")
     pipeline_parallel_size: int = _knob(1, "processes that each hold a slice of the layers")
@@ -89,6 +95,7 @@ class EngineConfig:
 
     def __post_init__(self):
         _choice("dtype", self.dtype, DTYPES)
+        _choice("kv_cache_dtype", self.kv_cache_dtype, KV_CACHE_DTYPES)
         _choice("device", self.device, DEVICES)
         _choice("scheduling_policy", self.scheduling_policy, POLICIES)
         _choice("attention_backend", self.attention_backend, ATTENTION_BACKENDS)

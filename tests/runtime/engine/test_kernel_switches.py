@@ -26,14 +26,20 @@ SWITCH_SETS = {
 }
 
 
+def shared_prefix_prompts(seed: int) -> list[list[int]]:
+    """Two prompts behind a shared 24-token prefix (the second hits the prefix cache),
+    a one-token prompt and a 41-token one (chunked at 32 tokens a step)."""
+    rng = random.Random(seed)
+    shared = [rng.randrange(100, 49000) for _ in range(24)]
+    prompts = [shared + [rng.randrange(100, 49000) for _ in range(n)] for n in (3, 30)]
+    return prompts + [[rng.randrange(100, 49000) for _ in range(n)] for n in (1, 41)]
+
+
 @pytest.fixture(scope="module")
 def reference(tiny_model_factory):
     from transformers import AutoModelForCausalLM
     path = tiny_model_factory("llama3")
-    rng = random.Random(7)
-    shared = [rng.randrange(100, 49000) for _ in range(24)]
-    prompts = [shared + [rng.randrange(100, 49000) for _ in range(n)] for n in (3, 30)]
-    prompts += [[rng.randrange(100, 49000) for _ in range(n)] for n in (1, 41)]
+    prompts = shared_prefix_prompts(7)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
     expected = []
     for p in prompts:

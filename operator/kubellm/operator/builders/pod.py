@@ -27,6 +27,7 @@ ENGINE_FLAGS = {
     "maxNumSeqs": "--max-num-seqs",
     "maxNumBatchedTokens": "--max-num-batched-tokens",
     "blockSize": "--block-size",
+    "kvCacheDtype": "--kv-cache-dtype",
     "enablePrefixCaching": "--enable-prefix-caching",
     "schedulingPolicy": "--scheduling-policy",
     "enforceEager": "--enforce-eager",

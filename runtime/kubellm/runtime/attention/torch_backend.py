@@ -12,19 +12,22 @@ from __future__ import annotations
 import torch
 from torch.nn import functional as F
 
+from kubellm.kernels.kv_fp8_format import storage_view, to_cache_dtype
 from kubellm.runtime.attention.metadata import AttentionMetadata
 
 
 def write_kv(k, v, k_cache, v_cache, slot_mapping):
-    """k, v: [T, Hkv, D]; caches: [num_blocks, block_size, Hkv, D]; slots < 0 skipped."""
+    """k, v: [T, Hkv, D]; caches: [num_blocks, block_size, Hkv, D] (the model dtype, or
+    FP8: saturated, written as raw bytes since CPU index_copy_ has no FP8 kernel); slots
+    < 0 skipped."""
     keep = slot_mapping >= 0
-    if bool(keep.all()):
-        k_cache.view(-1, *k_cache.shape[2:]).index_copy_(0, slot_mapping, k)
-        v_cache.view(-1, *v_cache.shape[2:]).index_copy_(0, slot_mapping, v)
-        return
-    slots = slot_mapping[keep]
-    k_cache.view(-1, *k_cache.shape[2:]).index_copy_(0, slots, k[keep])
-    v_cache.view(-1, *v_cache.shape[2:]).index_copy_(0, slots, v[keep])
+    if not bool(keep.all()):
+        slot_mapping, k, v = slot_mapping[keep], k[keep], v[keep]
+    for cache, new in ((k_cache, k), (v_cache, v)):
+        if new.dtype != cache.dtype:
+            new = to_cache_dtype(new, cache)
+        flat = storage_view(cache).view(-1, *cache.shape[2:])
+        flat.index_copy_(0, slot_mapping, storage_view(new))
 
 
 def attend(q, k, v, k_cache, v_cache, meta: AttentionMetadata, scale: float, switches=None):
@@ -51,8 +54,8 @@ def paged_attention(q, k_cache, v_cache, meta: AttentionMetadata, scale: float):
     if plan.decode_slots is not None:
         rows = plan.decode_rows
         qd = (q if rows is None else q[rows]).reshape(-1, num_kv_heads, group, head_dim)
-        k = _gather(flat_k, plan.decode_slots).transpose(1, 2)    # [B, Hkv, S, D]
-        v = _gather(flat_v, plan.decode_slots).transpose(1, 2)
+        k = _gather(flat_k, plan.decode_slots, q.dtype).transpose(1, 2)    # [B, Hkv, S, D]
+        v = _gather(flat_v, plan.decode_slots, q.dtype).transpose(1, 2)
         o = F.scaled_dot_product_attention(qd, k, v, attn_mask=plan.decode_mask, scale=scale)
         o = o.reshape(-1, num_heads, head_dim)
         if out is None:
@@ -61,8 +64,8 @@ def paged_attention(q, k_cache, v_cache, meta: AttentionMetadata, scale: float):
     for start, q_len, slots, mask in plan.prefills:
         qs = q[start:start + q_len].view(q_len, num_kv_heads, group, head_dim)
         qs = qs.permute(1, 2, 0, 3).reshape(num_kv_heads, group * q_len, head_dim)
-        k = _gather(flat_k, slots).transpose(0, 1)             # [Hkv, S, D]
-        v = _gather(flat_v, slots).transpose(0, 1)
+        k = _gather(flat_k, slots, q.dtype).transpose(0, 1)             # [Hkv, S, D]
+        v = _gather(flat_v, slots, q.dtype).transpose(0, 1)
         o = F.scaled_dot_product_attention(qs, k, v, attn_mask=mask, scale=scale)
         o = o.view(num_kv_heads, group, q_len, head_dim).permute(2, 0, 1, 3)
         out[start:start + q_len] = o.reshape(q_len, num_heads, head_dim)
@@ -108,10 +111,12 @@ class _StepPlan:
             self.prefills.append((start, q_len, slots, mask))
 
 
-def _gather(flat: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
-    """flat[slots] ([..., Hkv, D]) through index_select: on a CPU ~9x faster than
-    advanced indexing for a step's [64, 200] slots (measured)."""
-    return flat.index_select(0, slots.reshape(-1)).view(*slots.shape, *flat.shape[1:])
+def _gather(flat: torch.Tensor, slots: torch.Tensor, dtype) -> torch.Tensor:
+    """flat[slots] ([..., Hkv, D]) in ``dtype`` (an FP8 cache widened) through
+    index_select: on a CPU ~9x faster than advanced indexing for a step's [64, 200]
+    slots (measured)."""
+    out = flat.index_select(0, slots.reshape(-1)).view(*slots.shape, *flat.shape[1:])
+    return out if out.dtype == dtype else out.to(dtype)
 
 
 def _slots(tables: torch.Tensor, width: int, block_size: int) -> torch.Tensor:

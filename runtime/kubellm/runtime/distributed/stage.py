@@ -62,7 +62,7 @@ def share_from_driver(value, layout: RankLayout, parallel: ps.ParallelState):
 def build_stage_runner(config: EngineConfig, layout: RankLayout, plan: StagePlan,
                        device: torch.device, dtype: torch.dtype, parallel: ps.ParallelState,
                        sampler=None):
-    from kubellm.runtime.assembly import resolve_model_dir
+    from kubellm.runtime.assembly import resolve_kv_cache_dtype, resolve_model_dir
     from kubellm.runtime.loading.loader import load_model
     from kubellm.runtime.loading.model_files import load_hf_config
     from kubellm.runtime.worker.model_runner import ModelRunner
@@ -81,7 +81,8 @@ def build_stage_runner(config: EngineConfig, layout: RankLayout, plan: StagePlan
     return ModelRunner(model, sampler, device, dtype, config.block_size,
                        attention_backend(config, device),
                        KernelSwitches.parse(config.kernel_switches,
-                                            device_capability(device)))
+                                            device_capability(device)),
+                       resolve_kv_cache_dtype(config, dtype))
 
 
 def agree_num_blocks(config: EngineConfig, runner, layout: RankLayout,

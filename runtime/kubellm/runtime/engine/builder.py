@@ -10,8 +10,8 @@ import torch
 
 from kubellm.runtime.assembly import (assemble_engine, attention_backend, eos_token_ids,
                                       load_tokenizer, num_kv_blocks, resolve_device,
-                                      resolve_dtype, resolve_max_model_len, resolve_model_dir,
-                                      wants_graphs)
+                                      resolve_dtype, resolve_kv_cache_dtype,
+                                      resolve_max_model_len, resolve_model_dir, wants_graphs)
 from kubellm.runtime.config import EngineConfig
 from kubellm.runtime.kernel_switches import KernelSwitches, device_capability
 
@@ -44,7 +44,7 @@ def build_engine(engine_cls, config: EngineConfig):
     log.info("kernel switches (this device's defaults, then --kernel-switches %r): %s",
              config.kernel_switches, switches.describe())
     runner = ModelRunner(model, Sampler(eos), device, dtype, config.block_size, backend,
-                         switches)
+                         switches, resolve_kv_cache_dtype(config, dtype))
     try:
         num_blocks = num_kv_blocks(config, runner)
         return assemble_engine(engine_cls, config, tokenizer, runner, runner, num_blocks, eos,

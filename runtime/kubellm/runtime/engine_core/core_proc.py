@@ -86,7 +86,7 @@ class CoreInfo:
 def cache_config_info(engine) -> dict[str, str]:
     """vllm:cache_config_info's labels (vLLM's CacheConfig fields) for an engine."""
     config, kv = engine.config, getattr(engine, "kv", None)
-    return {"block_size": str(config.block_size), "cache_dtype": "auto",
+    return {"block_size": str(config.block_size), "cache_dtype": config.kv_cache_dtype,
             "cpu_offload_gb": "0", "enable_prefix_caching": str(config.enable_prefix_caching),
             "gpu_memory_utilization": str(config.gpu_memory_utilization),
             "is_attention_free": "False", "num_cpu_blocks": "None",

@@ -48,11 +48,13 @@ def _use_tinygemm(model: torch.nn.Module) -> None:
 class ModelRunner:
     def __init__(self, model: torch.nn.Module, sampler, device: torch.device,
                  dtype: torch.dtype, block_size: int, attention_backend: str = "torch",
-                 switches: KernelSwitches | None = None):
+                 switches: KernelSwitches | None = None,
+                 kv_cache_dtype: torch.dtype | None = None):
         self.model = model
         self.sampler = sampler
         self.device = device
         self.dtype = dtype
+        self.kv_dtype = kv_cache_dtype or dtype   # FP8 E4M3 with --kv-cache-dtype fp8
         self.block_size = block_size
         self.attn_layers = [m for m in model.modules() if isinstance(m, Attention)]
         self.backend_name = attention_backend
@@ -80,13 +82,13 @@ class ModelRunner:
     def kv_bytes_per_block(self) -> int:
         layer = self.attn_layers[0]
         per_layer = 2 * self.block_size * layer.num_kv_heads * layer.head_dim
-        return per_layer * len(self.attn_layers) * torch.finfo(self.dtype).bits // 8
+        return per_layer * len(self.attn_layers) * self.kv_dtype.itemsize
 
     def allocate_kv_cache(self, num_blocks: int) -> None:
         for layer in self.attn_layers:
             shape = (num_blocks, self.block_size, layer.num_kv_heads, layer.head_dim)
-            layer.k_cache = torch.zeros(shape, dtype=self.dtype, device=self.device)
-            layer.v_cache = torch.zeros(shape, dtype=self.dtype, device=self.device)
+            layer.k_cache = torch.zeros(shape, dtype=self.kv_dtype, device=self.device)
+            layer.v_cache = torch.zeros(shape, dtype=self.kv_dtype, device=self.device)
 
     def capture_decode_graphs(self, max_num_seqs: int, max_model_len: int,
                               sizes: list[int] | None = None) -> None:
