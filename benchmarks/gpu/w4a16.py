@@ -7,7 +7,9 @@ biases layout every checkpoint format is repacked into).
 - workload W (workload_w.py) for both;
 - weight GiB and KV-cache blocks of both;
 - the 4-bit engine again with the w4a16_tinygemm switch (ENGINES: linear calls of up to
-  4 rows through PyTorch's int4 GEMM on a repacked copy); --engines picks which run;
+  4 rows through PyTorch's int4 GEMM on a repacked copy); --engines picks which run,
+  among them FP8 weights (quantization="fp8"), an FP8 KV cache (kv_cache_dtype="fp8")
+  and both (fp8, kv-fp8, fp8-kv-fp8), each against bf16 the same way;
 - the W4A16 GEMM alone at batch 1..64 on each projection shape: bytes of weights read per
   second against the copy bandwidth measured in the run, bf16 cuBLAS (F.linear) and
   PyTorch's int4 GEMM (tinygemm, kernels/tinygemm.py) on the same shapes.
@@ -37,8 +39,14 @@ SMOKE_BATCHES, SMOKE_CONTEXT, SMOKE_GROUP = (1, 4), 16, 32
 GEMM_SHAPES = [(4096, 6144), (4096, 4096), (4096, 28672), (14336, 4096)]
 SMOKE_GEMM_SHAPES = [(64, 128), (128, 64)]   # the second one tinygemm takes too
 KERNEL_BATCHES = (1, 4, 16, 64)
-# engine -> its kernel switches (None: bf16); every 4-bit one is compared with bf16
-ENGINES = {"bf16": None, "4bit": "", "4bit-tinygemm": "w4a16_tinygemm"}
+# engine -> what it sets beside bf16's engine; every other one is compared with bf16.
+# 4-bit engines take GROUP_SIZE (SMOKE_GROUP) too. --engines picks; the default is the
+# 4-bit ones, the FP8 ones (weights; KV cache; both) are asked for by name
+ENGINES = {"bf16": {}, "4bit": {"quantization": "4bit"},
+           "4bit-tinygemm": {"quantization": "4bit", "kernel_switches": "w4a16_tinygemm"},
+           "fp8": {"quantization": "fp8"}, "kv-fp8": {"kv_cache_dtype": "fp8"},
+           "fp8-kv-fp8": {"quantization": "fp8", "kv_cache_dtype": "fp8"}}
+DEFAULT_ENGINES = "4bit,4bit-tinygemm"
 COLD_BYTES = 256 * 2**20     # weight copies per timed shape: more than the L2 holds
 
 
@@ -53,11 +61,9 @@ def engine_part(args) -> dict:
         W.NUM_REQUESTS, W.LOW, W.HIGH, W.OUTPUT_LEN = 8, 8, 40, 6
         W.SHAPE, W.DEVICE, W.DTYPE = W.SMOKE_SHAPE, "cpu", torch.float32
     model_dir = write_config(W.SHAPE, Path(tempfile.mkdtemp()) / "model")
-    quant = {"quantization": "4bit",
-             "quantization_group_size": SMOKE_GROUP if args.smoke else GROUP_SIZE} \
-        if args.engine.startswith("4bit") else {}
-    if ENGINES[args.engine]:
-        quant["kernel_switches"] = ENGINES[args.engine]
+    quant = dict(ENGINES[args.engine])
+    if quant.get("quantization") == "4bit":
+        quant["quantization_group_size"] = SMOKE_GROUP if args.smoke else GROUP_SIZE
     t0 = time.perf_counter()
     llm = LLM(model_dir, load_format="dummy", skip_tokenizer_init=True, max_model_len=10240,
               max_num_seqs=256 if not args.smoke else 8, max_num_batched_tokens=8192,
@@ -230,7 +236,7 @@ def run_part(part: str, out: Path, smoke: bool, engine: str = "", variants: str 
 
 
 def summary(bf16: dict, quantized: dict[str, dict], kernel: dict) -> dict:
-    """Each 4-bit engine's decode rates and W against bf16's, memory, and the batch-1 GEMM
+    """Each compared engine's decode rates and W against bf16's, memory, and the batch-1 GEMM
     (the default variant: what the engine without switches runs) against the copy rate."""
     rate = lambda e: {r["batch"]: r["decode_tok_s"] for r in e["decode"]}  # noqa: E731
     base, every = rate(bf16), {"bf16": bf16, **quantized}
@@ -259,8 +265,9 @@ def main(argv: list[str] | None = None) -> int:
                          "variants (default: all, then tinygemm and the probes too); the "
                          "whole run needs the default one among them")
     ap.add_argument("--engine", choices=list(ENGINES), default="bf16")
-    ap.add_argument("--engines", default=",".join(e for e in ENGINES if e != "bf16"),
-                    help="the 4-bit engines to compare with bf16 (comma-separated)")
+    ap.add_argument("--engines", default=DEFAULT_ENGINES,
+                    help="the engines to compare with bf16 (comma-separated): "
+                         f"{', '.join(e for e in ENGINES if e != 'bf16')}")
     args = ap.parse_args(argv)
     if args.smoke:   # CPU tensors run the Triton kernel in its interpreter
         os.environ.setdefault("TRITON_INTERPRET", "1")

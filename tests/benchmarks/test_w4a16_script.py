@@ -66,3 +66,15 @@ def test_w4a16_whole_run_refuses_variants_without_the_default(tmp_path, capsys):
     assert "--variants: the whole run needs 'dot'" in err
     assert "--variants: unknown ['dot-fast']" in refusal(capsys, "--out", str(tmp_path),
                                                          "--variants", "dot,dot-fast")
+
+
+def test_every_compared_engine_is_a_valid_engine_config():
+    """The FP8 engines (--engines fp8,kv-fp8,fp8-kv-fp8) run only on request: their
+    settings must at least be ones the engine accepts, and differ from bf16's."""
+    from benchmarks.gpu.w4a16 import DEFAULT_ENGINES, ENGINES
+    from kubellm.runtime.config import EngineConfig
+    assert set(DEFAULT_ENGINES.split(",")) <= set(ENGINES)
+    for name, settings in ENGINES.items():
+        EngineConfig(**settings)
+        assert bool(settings) == (name != "bf16"), name
+    assert ENGINES["fp8-kv-fp8"] == {**ENGINES["fp8"], **ENGINES["kv-fp8"]}
