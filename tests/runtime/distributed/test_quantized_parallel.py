@@ -1,6 +1,7 @@
 """A 4-bit model over tensor- and pipeline-parallel ranks (CPU, gloo): each rank quantizes
 its own slice of every linear of its own stage (the LM head too: quantize_lm_head), and
-the tokens equal the single process's."""
+the tokens equal the single process's. The same for an FP8 KV cache: every rank's pool is
+E4M3 and the tokens are the single process's with that cache."""
 from __future__ import annotations
 
 import pytest
@@ -26,3 +27,18 @@ def test_4bit_parallel_tokens_equal_one_process(one_process, tmp_path, tp, pp):
                                            "pipeline_parallel_size": pp}, PROMPTS, PARAMS)
     assert result["token_ids"] == one["token_ids"]
     assert len(result["ranks"]) == tp * pp
+
+
+FP8_KV = {"dtype": "float32", "device": "cpu", "num_kv_blocks": 16, "max_model_len": 64,
+          "kv_cache_dtype": "fp8"}
+
+
+def test_fp8_kv_cache_on_every_rank_gives_the_single_process_tokens(tiny_model_factory,
+                                                                     tmp_path):
+    model = tiny_model_factory("llama-4layers")
+    one = run_llm_job(tmp_path, model, FP8_KV, PROMPTS, PARAMS, name="one")
+    grid = run_llm_job(tmp_path, model, {**FP8_KV, "tensor_parallel_size": 2,
+                                         "pipeline_parallel_size": 2}, PROMPTS, PARAMS,
+                       name="tp2pp2")
+    assert grid["token_ids"] == one["token_ids"]
+    assert [r["kv_cache_dtype"] for r in grid["ranks"]] == ["float8_e4m3fn"] * 4

@@ -127,4 +127,6 @@ def describe_rank(runner, layout: RankLayout) -> dict:
             "layers": [model.start_layer, model.end_layer],
             "params": {n: list(p.shape) for n, p in model.named_parameters()},
             "kv_cache_shape": list(first.k_cache.shape) if first is not None else None,
+            "kv_cache_dtype": str(first.k_cache.dtype).removeprefix("torch.")
+            if first is not None else None,
             "num_kv_caches": 2 * len(runner.attn_layers), "comm": comm_timing.summary()}
