@@ -22,6 +22,17 @@ def _timed(every: str) -> None:
     comm_timing.configure({comm_timing.ENV: every}, is_cuda=False)
 
 
+@pytest.fixture
+def elapse(monkeypatch):
+    """``elapse(ms)`` moves the host clock the spans read: exact totals on any machine."""
+    now = [1000.0]
+    monkeypatch.setattr(comm_timing, "_clock", lambda: now[0])
+
+    def advance(ms: float) -> None:
+        now[0] += ms / 1e3
+    return advance
+
+
 def test_off_by_default_spans_are_a_shared_no_op():
     comm_timing.configure({}, is_cuda=False)
     comm_timing.begin_step(0)
@@ -31,35 +42,36 @@ def test_off_by_default_spans_are_a_shared_no_op():
     assert comm_timing.summary() is None
 
 
-def test_every_nth_step_is_timed_and_spans_add_up():
+def test_every_nth_step_is_timed_and_spans_add_up(elapse):
     _timed("2")
     with comm_timing.span("all_reduce"):  # before the first step: counted nowhere
-        time.sleep(0.01)
+        elapse(10)
     for step in range(4):
         comm_timing.begin_step(step)
         for _ in range(2):
             with comm_timing.span("all_reduce"):
-                time.sleep(0.005)
+                elapse(5)
+            elapse(1)                          # between spans: not counted
         with comm_timing.span("send_recv"):
-            time.sleep(0.002)
+            elapse(2)
     steps = comm_timing.summary()["steps"]
     assert sorted(steps) == [0, 2]
     for totals in steps.values():
-        assert 10 <= totals["all_reduce"] < 10 + 30  # two 5 ms spans, slack for a busy CI
-        assert 2 <= totals["send_recv"] < 2 + 15
+        assert totals["all_reduce"] == pytest.approx(10)   # two 5 ms spans
+        assert totals["send_recv"] == pytest.approx(2)
         assert totals["all_gather"] == 0.0
 
 
-def test_per_step_means_over_a_step_range_after_a_json_round_trip():
+def test_per_step_means_over_a_step_range_after_a_json_round_trip(elapse):
     _timed("1")
     for step in range(3):
         comm_timing.begin_step(step)
         with comm_timing.span("all_gather"):
-            time.sleep(0.002 * (step + 1))
+            elapse(2 * (step + 1))
     summary = json.loads(json.dumps(comm_timing.summary()))  # keys become strings
     means = comm_timing.per_step_ms(summary, first_step=1, end_step=3)
     assert means["timed_steps"] == 2
-    assert 5 <= means["all_gather"] < 5 + 15        # (4 ms + 6 ms) / 2
+    assert means["all_gather"] == pytest.approx(5)          # (4 ms + 6 ms) / 2
     assert comm_timing.per_step_ms(summary, first_step=7)["all_gather"] is None
 
 
