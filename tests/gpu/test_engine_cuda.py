@@ -68,6 +68,24 @@ def test_bf16_top5_agreement_with_kernel_switches(shape, switches, checkpoints, 
                            max_num_batched_tokens=512)
 
 
+@pytest.mark.parametrize("shape", ["llama3", "qwen3"])
+def test_bf16_top5_agreement_with_mixed_step_graphs(shape, checkpoints, make_llm,
+                                                     monkeypatch):
+    """Steps mixing 512-token-budget chunks with decodes replay captured graphs (this
+    GPU's default switches plus mixed_graphs) and keep transformers' top-5."""
+    from kubellm.runtime.worker.mixed_graphs import MixedGraphs
+    replays = []
+    real = MixedGraphs.replay
+
+    def counted(self, token_ids, *args):
+        replays.append(token_ids.shape[0])
+        return real(self, token_ids, *args)
+    monkeypatch.setattr(MixedGraphs, "replay", counted)
+    _assert_top5_agreement(make_llm, *checkpoints(shape), kernel_switches="mixed_graphs",
+                           max_num_batched_tokens=512)
+    assert replays, "no mixed step replayed a graph"
+
+
 def _assert_top5_agreement(make_llm, path, hf, **engine_fields):
     from kubellm.runtime import SamplingParams
     rng = random.Random(0)

@@ -117,7 +117,8 @@ def assemble_engine(engine_cls, config: EngineConfig, tokenizer, executor, runne
              str(runner.kv_dtype).replace("torch.", ""))
     graph_sizes = choose_batch_limits(config, runner, capacity)
     if capture_graphs:
-        runner.capture_decode_graphs(config.max_num_seqs, config.max_model_len, graph_sizes)
+        runner.capture_decode_graphs(config.max_num_seqs, config.max_model_len, graph_sizes,
+                                     config.max_num_batched_tokens)
     from kubellm.runtime.worker.compile_watch import watch_compiles_after_startup
     watch_compiles_after_startup(runner.device)   # what compiles from here on, a step waits for
     return wire_engine(engine_cls, config, tokenizer, executor, num_blocks, eos, model_dir)

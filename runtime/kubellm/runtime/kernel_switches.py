@@ -32,6 +32,9 @@ HELP = {
                       "PyTorch's int4 GEMM (tinygemm) on a copy of their weights repacked "
                       "at load, where the layer fits it (bf16, 4-bit, no act-order); the "
                       "Triton kernel keeps the larger calls",
+    "mixed_graphs": "steps that mix prefill chunks the paged kernel serves with decodes "
+                    "replay a CUDA graph captured per token count (multiples of 128, up "
+                    "to 2048) instead of launching every kernel from the host",
 }
 
 
@@ -41,6 +44,7 @@ class KernelSwitches:
     prefill_attention: bool = False
     prefill_attention_tma: bool = False
     w4a16_tinygemm: bool = False
+    mixed_graphs: bool = False
 
     @classmethod
     def parse(cls, text: str | None, capability: tuple[int, int] | None = None

@@ -106,7 +106,8 @@ def capture_graphs(config: EngineConfig, runner, num_blocks: int) -> None:
     config.max_model_len = min(config.max_model_len, capacity)
     sizes = choose_batch_limits(config, runner, capacity)
     if wants_graphs(config, runner.device, runner.backend_name):
-        runner.capture_decode_graphs(config.max_num_seqs, config.max_model_len, sizes)
+        runner.capture_decode_graphs(config.max_num_seqs, config.max_model_len, sizes,
+                                     config.max_num_batched_tokens)
     from kubellm.runtime.worker.compile_watch import watch_compiles_after_startup
     watch_compiles_after_startup(runner.device)   # what compiles from here on, a step waits for
 

@@ -22,13 +22,85 @@ from kubellm.runtime.attention.metadata import AttentionMetadata, set_metadata
 log = logging.getLogger(__name__)
 
 
+def forward_on(model, meta: AttentionMetadata, token_ids, positions, hidden, residual,
+               gives_residual: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The model (or stage) over a graph's static buffers with this metadata."""
+    set_metadata(meta)
+    try:
+        hidden, residual = model(token_ids, positions, hidden, residual)
+    finally:
+        set_metadata(None)
+    return hidden, residual if gives_residual else None
+
+
+def capture_graph(run, pool):
+    """(graph, the static outputs of ``run()``) captured into ``pool`` (None: a new one,
+    the graph's own)."""
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, pool=pool):
+        outputs = run()
+    return graph, outputs
+
+
+class StaticGraphs:
+    """What decode and mixed-step graphs share: the model run over the subclass's static
+    buffers (``token_ids``, ``positions``, a later stage's ``hidden_in``/``residual_in``)
+    with its ``_meta(size)``, and one graph per size captured largest first, so that the
+    smaller ones reuse its memory pool."""
+    sizes: list[int]
+
+    def _run(self, size: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+        hidden = residual = None
+        if self.takes_hidden:
+            hidden, residual = self.hidden_in[:size], self.residual_in[:size]
+        return forward_on(self.model, self._meta(size), self.token_ids[:size],
+                          self.positions[:size], hidden, residual, self.gives_residual)
+
+    @torch.inference_mode()
+    def capture(self) -> None:
+        for size in reversed(self.sizes):
+            self._run(size)                    # eager warm-up: Triton autotuning, caches
+            graph, self.outputs[size] = capture_graph(lambda s=size: self._run(s), self.pool)
+            if self.pool is None:
+                self.pool = graph.pool()
+            self.graphs[size] = graph
+        torch.cuda.synchronize()
+        log.info("captured %s", self.describe())
+
+    def _take_tokens(self, token_ids, positions, meta: AttentionMetadata, hidden,
+                     residual) -> tuple[int, int]:
+        """Copy a step's ``n`` token rows into the static buffers (slots past them -1: no
+        KV write) -> (n, the graph size that holds them)."""
+        n = token_ids.shape[0]
+        size = next(s for s in self.sizes if s >= n)
+        self.token_ids[:n].copy_(token_ids)
+        self.positions[:n].copy_(positions)
+        if self.takes_hidden:
+            self.hidden_in[:n].copy_(hidden)
+            self.residual_in[:n].copy_(residual)
+        self.slot_mapping[:n].copy_(meta.slot_mapping)
+        self.slot_mapping[n:size].fill_(-1)
+        return n, size
+
+    def _replay(self, size: int, n: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Replay the graph of ``size`` (not captured: run the model eagerly on the same
+        buffers) -> the first ``n`` rows of its outputs."""
+        if self.graphs:
+            self.graphs[size].replay()
+            hidden, residual = self.outputs[size]
+        else:
+            hidden, residual = self._run(size)
+        return hidden[:n], residual[:n] if residual is not None else None
+
+
 def capture_sizes(max_num_seqs: int) -> list[int]:
     sizes = [s for s in (1, 2, 4, 8) if s < max_num_seqs]
     sizes += list(range(16, max_num_seqs, 16))
     return sorted(set(sizes + [max_num_seqs]))
 
 
-class DecodeGraphs:
+class DecodeGraphs(StaticGraphs):
     def __init__(self, model, device, max_num_seqs: int, max_blocks_per_seq: int,
                  dtype: torch.dtype | None = None, sizes: list[int] | None = None):
         # the model, not the runner that owns this object: no reference cycle, so a
@@ -64,36 +136,8 @@ class DecodeGraphs:
             max_seqlen_q=1, seq_lens_cpu=[], query_lens_cpu=[],
             is_decode_only=True)
 
-    def _run(self, bs: int) -> tuple[torch.Tensor, torch.Tensor | None]:
-        hidden = residual = None
-        if self.takes_hidden:
-            hidden, residual = self.hidden_in[:bs], self.residual_in[:bs]
-        set_metadata(self._meta(bs))
-        try:
-            hidden, residual = self.model(self.token_ids[:bs], self.positions[:bs], hidden,
-                                          residual)
-        finally:
-            set_metadata(None)
-        return hidden, residual if self.gives_residual else None
-
-    @torch.inference_mode()
-    def capture(self) -> None:
-        # largest first so that smaller graphs reuse its memory pool
-        for bs in reversed(self.sizes):
-            self._run(bs)                      # eager warm-up: Triton autotuning, caches
-            self.graphs[bs], self.outputs[bs] = self._capture_one(bs)
-        torch.cuda.synchronize()
-        log.info("captured decode CUDA graphs for batch sizes %s", self.sizes)
-
-    def _capture_one(self, bs: int):
-        """(graph, its static outputs) of batch size ``bs``."""
-        torch.cuda.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self.pool):
-            outputs = self._run(bs)
-        if self.pool is None:
-            self.pool = graph.pool()
-        return graph, outputs
+    def describe(self) -> str:
+        return f"decode CUDA graphs for batch sizes {self.sizes}"
 
     def fits(self, meta: AttentionMetadata) -> bool:
         return (len(meta.seq_lens_cpu) <= self.max_bs
@@ -103,20 +147,10 @@ class DecodeGraphs:
                residual=None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(hidden, residual) of the step's ``n`` rows; residual None on the last stage.
         They are views of the graph's static outputs: the next replay overwrites them."""
-        n = token_ids.shape[0]
-        bs = next(s for s in self.sizes if s >= n)
-        self.token_ids[:n].copy_(token_ids)
-        self.positions[:n].copy_(positions)
-        if self.takes_hidden:
-            self.hidden_in[:n].copy_(hidden)
-            self.residual_in[:n].copy_(residual)
-        self.slot_mapping[:n].copy_(meta.slot_mapping)
-        self.slot_mapping[n:bs].fill_(-1)
+        n, bs = self._take_tokens(token_ids, positions, meta, hidden, residual)
         width = meta.block_tables.shape[1]
         self.block_tables[:n, :width].copy_(meta.block_tables)
         self.seq_lens[:n].copy_(meta.seq_lens)
         self.seq_lens[n:bs].fill_(1)
         self.block_tables[n:bs, 0].fill_(0)
-        self.graphs[bs].replay()
-        hidden, residual = self.outputs[bs]
-        return hidden[:n], residual[:n] if residual is not None else None
+        return self._replay(bs, n)

@@ -68,6 +68,7 @@ class ModelRunner:
             _use_tinygemm(model)
         self.vocab_size = model.args.vocab_size
         self.graphs = None            # DecodeGraphs once captured (CUDA, triton backend)
+        self.mixed_graphs = None      # MixedGraphs with the mixed_graphs switch
         self.host_time_s = 0.0        # input preparation, summed over steps
         self.num_steps = 0
         self.device_trace: list | None = None   # (start, end) CUDA events per step
@@ -91,12 +92,31 @@ class ModelRunner:
             layer.v_cache = torch.zeros(shape, dtype=self.kv_dtype, device=self.device)
 
     def capture_decode_graphs(self, max_num_seqs: int, max_model_len: int,
-                              sizes: list[int] | None = None) -> None:
+                              sizes: list[int] | None = None,
+                              max_num_batched_tokens: int | None = None) -> None:
+        """Decode graphs; with the mixed_graphs switch, graphs of mixed steps too."""
         from kubellm.runtime.worker.cuda_graphs import DecodeGraphs
         self.graphs = DecodeGraphs(self.model, self.device, max_num_seqs,
                                    -(-max_model_len // self.block_size), self.dtype,
                                    sizes=sizes)
         self.graphs.capture()
+        if self.switches.mixed_graphs and max_num_batched_tokens:
+            self.mixed_graphs = self.build_mixed_graphs(max_num_seqs, max_model_len,
+                                                        max_num_batched_tokens)
+            self.mixed_graphs.capture()
+
+    def build_mixed_graphs(self, max_num_seqs: int, max_model_len: int,
+                           max_num_batched_tokens: int):
+        """MixedGraphs for this model (not captured yet): steps whose every chunk the
+        paged kernel serves (mixed_graphs.py)."""
+        from kubellm.runtime.attention.triton_backend import PREFILL_KERNEL_MIN_QUERY
+        from kubellm.runtime.worker.mixed_graphs import MixedGraphs, token_sizes
+        sizes = token_sizes(max_num_batched_tokens)
+        max_query = PREFILL_KERNEL_MIN_QUERY - 1 if self.switches.prefill_attention \
+            else sizes[-1]
+        return MixedGraphs(self.model, self.device, max_num_seqs,
+                           -(-max_model_len // self.block_size), self.dtype, sizes,
+                           max_query)
 
     def shutdown(self) -> None:
         """Free the weights, the KV cache and the CUDA graphs now, even while something
@@ -106,7 +126,7 @@ class ModelRunner:
         for layer in self.attn_layers:
             layer.k_cache = layer.v_cache = None
         self.attn_layers = []
-        self.graphs = self.model = self._staging = None
+        self.graphs = self.mixed_graphs = self.model = self._staging = None
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
 
@@ -169,6 +189,8 @@ class ModelRunner:
         ``residual``; the last stage gives no residual out (None)."""
         if self.graphs is not None and meta.is_decode_only and self.graphs.fits(meta):
             return self.graphs.replay(token_ids, positions, meta, hidden, residual)
+        if self.mixed_graphs is not None and self.mixed_graphs.fits(meta):
+            return self.mixed_graphs.replay(token_ids, positions, meta, hidden, residual)
         set_metadata(meta)
         try:
             hidden, residual = self.model(token_ids, positions, hidden, residual)
