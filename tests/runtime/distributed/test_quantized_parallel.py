@@ -31,6 +31,23 @@ def test_4bit_parallel_tokens_equal_one_process(one_process, tmp_path, tp, pp):
 
 FP8_KV = {"dtype": "float32", "device": "cpu", "num_kv_blocks": 16, "max_model_len": 64,
           "kv_cache_dtype": "fp8"}
+FP8_WEIGHTS = {**ENGINE, "quantization": "fp8", "quantize_lm_head": False}
+del FP8_WEIGHTS["quantization_group_size"]
+
+
+def test_fp8_weights_sharded_over_tp_and_pp_give_the_single_process_tokens(
+        tiny_model_factory, tmp_path):
+    """Column-parallel slices keep their rows' scales, row-parallel ones take scales
+    from their own input features (fp8.py): each rank's partial sum is its own
+    quantization's, so the grid's tokens are the single process's."""
+    model = tiny_model_factory("llama-4layers")
+    one = run_llm_job(tmp_path, model, FP8_WEIGHTS, PROMPTS, PARAMS, name="one")
+    grid = run_llm_job(tmp_path, model, {**FP8_WEIGHTS, "tensor_parallel_size": 2,
+                                         "pipeline_parallel_size": 2}, PROMPTS, PARAMS,
+                       name="tp2pp2")
+    assert grid["token_ids"] == one["token_ids"]
+    fp8_params = [n for r in grid["ranks"] for n in r["params"] if n.endswith("weight_fp8")]
+    assert fp8_params and len(grid["ranks"]) == 4
 
 
 def test_fp8_kv_cache_on_every_rank_gives_the_single_process_tokens(tiny_model_factory,

@@ -95,11 +95,11 @@ def test_online_fp8_load_holds_one_float_weight_at_a_time(tiny_model_dir, monkey
     alive: list[weakref.ref] = []
     real = fp8.quantize_rows
 
-    def watched(weight):
+    def watched(weight, scales=None):
         still = [r() for r in alive if r() is not None]
         assert not still, f"{len(still)} float weights still alive when the next is quantized"
         alive.append(weakref.ref(weight))
-        return real(weight)
+        return real(weight, scales)
     monkeypatch.setattr(fp8, "quantize_rows", watched)
     load(tiny_model_dir, quantization="fp8")
     assert len(alive) == 2 * 7     # q, k, v, o, gate, up, down of 2 layers
@@ -107,12 +107,15 @@ def test_online_fp8_load_holds_one_float_weight_at_a_time(tiny_model_dir, monkey
 
 
 @pytest.mark.parametrize("kind", ["column", "row"])
-def test_tensor_parallel_slices_quantize_their_own_part(kind):
-    """Two ranks' slices: a column-parallel rank holds its output rows with their scales;
-    a row-parallel rank quantizes its own input columns, and the ranks' partial sums add
-    up to the layer's output."""
+def test_tensor_parallel_slices_hold_the_single_process_codes(kind):
+    """Two ranks' slices hold the single process's codes and scales, cut like the float
+    weight: a column-parallel rank its output rows; a row-parallel rank its input
+    columns on the whole rows' scales. The ranks' outputs put together are the single
+    process's."""
     torch.manual_seed(1)
     w, x = torch.randn(32, 64), torch.randn(3, 64)
+    w[:, 40] *= 30    # one large input feature: its rank's own maxima would differ
+    codes_all, scales_all = fp8.quantize_rows(w)
     outs = []
     for rank in range(2):
         with ps.building(ps.ParallelState(tp_size=2, tp_rank=rank)):
@@ -121,14 +124,17 @@ def test_tensor_parallel_slices_quantize_their_own_part(kind):
         method.create_weights(layer, "proj")
         method.load(layer, w)
         if kind == "column":
-            codes, scales = fp8.quantize_rows(w[16 * rank:16 * rank + 16])
+            rows = slice(16 * rank, 16 * rank + 16)
+            codes, scales = codes_all[rows], scales_all[rows]
             outs.append(method.apply(layer, x))
         else:
-            codes, scales = fp8.quantize_rows(w[:, 32 * rank:32 * rank + 32])
+            codes, scales = codes_all[:, 32 * rank:32 * rank + 32], scales_all
             outs.append(method.apply(layer, x[:, 32 * rank:32 * rank + 32]))
         assert torch.equal(layer.weight_fp8.float(), codes.float())
         assert torch.equal(layer.weight_scale, scales)
     full = torch.cat(outs, dim=1) if kind == "column" else outs[0] + outs[1]
+    single = x @ fp8.dequantize_rows(codes_all, scales_all, torch.float32).t()
+    torch.testing.assert_close(full, single, atol=1e-5, rtol=1e-5)
     assert (full - x @ w.t()).norm() / (x @ w.t()).norm() < 0.05
 
 

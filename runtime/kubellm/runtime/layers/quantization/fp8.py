@@ -12,9 +12,12 @@ weight is dequantized to the activations' dtype for each call. The CPU runs the
 dequantizing path too (faster there: 13.8 against 21.4 ms for a 64 x 2048 x 2048 call on
 this repository's machine); tests run the ``_scaled_mm`` one on the CPU by asking for it.
 
-Tensor parallelism: a column-parallel slice keeps its rows' scales; a row-parallel slice
-(input features cut) takes scales from its own columns, so each rank's partial sum is
-exact to its own quantization before the all-reduce.
+Tensor parallelism: every rank quantizes with the scales of whole checkpoint rows, so the
+ranks hold exactly the single process's codes and scales, cut as the float weight is: a
+column-parallel slice is whole rows; a row-parallel one (input features cut) reads the
+whole tensor for its rows' maxima (the row-parallel layers, about a third of the
+weights, are read once per rank), and each rank's partial sum is a part of the single
+process's sum.
 """
 from __future__ import annotations
 
@@ -35,11 +38,19 @@ class Fp8Spec:
     """Online FP8 for one linear (the only variant: per-channel weight scales)."""
 
 
+def row_scales(weight: torch.Tensor) -> torch.Tensor:
+    """float32 [N]: each row's max |w| / 448."""
+    return (weight.float().abs().amax(dim=1) / FP8_MAX).clamp_(min=_MIN_SCALE)
+
+
 @torch.no_grad()
-def quantize_rows(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """weight float [N, K] -> (FP8 codes [N, K], float32 scales [N])."""
+def quantize_rows(weight: torch.Tensor, scales: torch.Tensor | None = None
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+    """weight float [N, K] -> (FP8 codes [N, K], float32 scales [N]); ``scales`` given:
+    those (a slice of columns quantized on its whole rows' scales)."""
     w = weight.float()
-    scales = (w.abs().amax(dim=1) / FP8_MAX).clamp_(min=_MIN_SCALE)
+    if scales is None:
+        scales = row_scales(w)
     codes = (w / scales[:, None]).clamp_(-FP8_MAX, FP8_MAX).to(FP8)
     return codes, scales
 
@@ -96,7 +107,8 @@ class Fp8LinearMethod:
         if isinstance(layer, RowParallelLinear):
             k_local = layer.in_per_rank
             start = layer.tp_rank * k_local
-            self._store(layer, loaded[:, start:start + k_local], 0, device)
+            whole = (loaded if isinstance(loaded, torch.Tensor) else loaded[:]).to(device)
+            self._store(layer, whole[:, start:start + k_local], 0, device, row_scales(whole))
             return
         dst, size, src = layer.output_shard(shard_id)
         self._store(layer, loaded[src:src + size], dst, device)
@@ -105,12 +117,12 @@ class Fp8LinearMethod:
         """Quantize this rank's whole local weight [N_local, K_local] at once."""
         self._store(layer, weight, 0, layer.weight_fp8.device)
 
-    def _store(self, layer, part, dst: int, device) -> None:
+    def _store(self, layer, part, dst: int, device, scales=None) -> None:
         part = part[:] if not isinstance(part, torch.Tensor) else part
         if part.shape[1] != layer.weight_fp8.shape[1]:
             raise ValueError(f"checkpoint weight has {part.shape[1]} input features, the "
                              f"layer {layer.weight_fp8.shape[1]}")
-        codes, scales = quantize_rows(part.to(device))
+        codes, scales = quantize_rows(part.to(device), scales)
         rows = slice(dst, dst + codes.shape[0])
         layer.weight_fp8.data[rows].copy_(codes)
         layer.weight_scale.data[rows].copy_(scales)
