@@ -35,16 +35,22 @@ FP8_WEIGHTS = {**ENGINE, "quantization": "fp8", "quantize_lm_head": False}
 del FP8_WEIGHTS["quantization_group_size"]
 
 
-def test_fp8_weights_sharded_over_tp_and_pp_give_the_single_process_tokens(
-        tiny_model_factory, tmp_path):
-    """Column-parallel slices keep their rows' scales, row-parallel ones take scales
-    from their own input features (fp8.py): each rank's partial sum is its own
-    quantization's, so the grid's tokens are the single process's."""
+def grid_and_one_process(tiny_model_factory, tmp_path, engine) -> tuple[dict, dict]:
+    """The same job on TP2 x PP2 ranks and in one process."""
     model = tiny_model_factory("llama-4layers")
-    one = run_llm_job(tmp_path, model, FP8_WEIGHTS, PROMPTS, PARAMS, name="one")
-    grid = run_llm_job(tmp_path, model, {**FP8_WEIGHTS, "tensor_parallel_size": 2,
+    one = run_llm_job(tmp_path, model, engine, PROMPTS, PARAMS, name="one")
+    grid = run_llm_job(tmp_path, model, {**engine, "tensor_parallel_size": 2,
                                          "pipeline_parallel_size": 2}, PROMPTS, PARAMS,
                        name="tp2pp2")
+    return grid, one
+
+
+def test_fp8_weights_sharded_over_tp_and_pp_give_the_single_process_tokens(
+        tiny_model_factory, tmp_path):
+    """Every rank holds the single process's codes and scales, cut like the float weight
+    (row-parallel slices on their whole rows' scales: fp8.py), so each rank's partial
+    sum is part of the single process's and the grid's tokens are its tokens."""
+    grid, one = grid_and_one_process(tiny_model_factory, tmp_path, FP8_WEIGHTS)
     assert grid["token_ids"] == one["token_ids"]
     fp8_params = [n for r in grid["ranks"] for n in r["params"] if n.endswith("weight_fp8")]
     assert fp8_params and len(grid["ranks"]) == 4
@@ -52,10 +58,6 @@ def test_fp8_weights_sharded_over_tp_and_pp_give_the_single_process_tokens(
 
 def test_fp8_kv_cache_on_every_rank_gives_the_single_process_tokens(tiny_model_factory,
                                                                      tmp_path):
-    model = tiny_model_factory("llama-4layers")
-    one = run_llm_job(tmp_path, model, FP8_KV, PROMPTS, PARAMS, name="one")
-    grid = run_llm_job(tmp_path, model, {**FP8_KV, "tensor_parallel_size": 2,
-                                         "pipeline_parallel_size": 2}, PROMPTS, PARAMS,
-                       name="tp2pp2")
+    grid, one = grid_and_one_process(tiny_model_factory, tmp_path, FP8_KV)
     assert grid["token_ids"] == one["token_ids"]
     assert [r["kv_cache_dtype"] for r in grid["ranks"]] == ["float8_e4m3fn"] * 4
