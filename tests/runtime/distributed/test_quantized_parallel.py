@@ -1,7 +1,6 @@
 """A 4-bit model over tensor- and pipeline-parallel ranks (CPU, gloo): each rank quantizes
 its own slice of every linear of its own stage (the LM head too: quantize_lm_head), and
-the tokens equal the single process's. The same for an FP8 KV cache: every rank's pool is
-E4M3 and the tokens are the single process's with that cache."""
+the tokens equal the single process's. The same for FP8 weights with an FP8 KV cache."""
 from __future__ import annotations
 
 import pytest
@@ -29,35 +28,23 @@ def test_4bit_parallel_tokens_equal_one_process(one_process, tmp_path, tp, pp):
     assert len(result["ranks"]) == tp * pp
 
 
-FP8_KV = {"dtype": "float32", "device": "cpu", "num_kv_blocks": 16, "max_model_len": 64,
-          "kv_cache_dtype": "fp8"}
-FP8_WEIGHTS = {**ENGINE, "quantization": "fp8", "quantize_lm_head": False}
-del FP8_WEIGHTS["quantization_group_size"]
+# FP8 weights and an FP8 KV cache in one job (each grid run costs ~20 s of CI)
+FP8 = {**ENGINE, "quantization": "fp8", "quantize_lm_head": False, "kv_cache_dtype": "fp8"}
+del FP8["quantization_group_size"]
 
 
-def grid_and_one_process(tiny_model_factory, tmp_path, engine) -> tuple[dict, dict]:
-    """The same job on TP2 x PP2 ranks and in one process."""
+def test_fp8_weights_and_kv_cache_over_tp_and_pp_give_the_single_process_tokens(
+        tiny_model_factory, tmp_path):
+    """Every rank holds the single process's FP8 codes and scales, cut like the float
+    weight (row-parallel slices on their whole rows' scales: fp8.py), so each rank's
+    partial sum is part of the single process's; every rank's KV pool is E4M3. The
+    grid's tokens are the single process's."""
     model = tiny_model_factory("llama-4layers")
-    one = run_llm_job(tmp_path, model, engine, PROMPTS, PARAMS, name="one")
-    grid = run_llm_job(tmp_path, model, {**engine, "tensor_parallel_size": 2,
+    one = run_llm_job(tmp_path, model, FP8, PROMPTS, PARAMS, name="one")
+    grid = run_llm_job(tmp_path, model, {**FP8, "tensor_parallel_size": 2,
                                          "pipeline_parallel_size": 2}, PROMPTS, PARAMS,
                        name="tp2pp2")
-    return grid, one
-
-
-def test_fp8_weights_sharded_over_tp_and_pp_give_the_single_process_tokens(
-        tiny_model_factory, tmp_path):
-    """Every rank holds the single process's codes and scales, cut like the float weight
-    (row-parallel slices on their whole rows' scales: fp8.py), so each rank's partial
-    sum is part of the single process's and the grid's tokens are its tokens."""
-    grid, one = grid_and_one_process(tiny_model_factory, tmp_path, FP8_WEIGHTS)
     assert grid["token_ids"] == one["token_ids"]
-    fp8_params = [n for r in grid["ranks"] for n in r["params"] if n.endswith("weight_fp8")]
-    assert fp8_params and len(grid["ranks"]) == 4
-
-
-def test_fp8_kv_cache_on_every_rank_gives_the_single_process_tokens(tiny_model_factory,
-                                                                     tmp_path):
-    grid, one = grid_and_one_process(tiny_model_factory, tmp_path, FP8_KV)
-    assert grid["token_ids"] == one["token_ids"]
+    assert len(grid["ranks"]) == 4
+    assert all(any(n.endswith("weight_fp8") for n in r["params"]) for r in grid["ranks"])
     assert [r["kv_cache_dtype"] for r in grid["ranks"]] == ["float8_e4m3fn"] * 4
