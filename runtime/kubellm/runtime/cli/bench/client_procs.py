@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import time
-from typing import Self
 
 # The start of a load is set this far after its bodies reached every process, so that
 # all of them are waiting for it (the clock is CLOCK_MONOTONIC, the same in every
@@ -62,7 +61,7 @@ class ClientProcesses:
         self.num, self.client_args = num, client_args
         self._procs, self._conns = [], []
 
-    def __enter__(self) -> Self:
+    def __enter__(self) -> "ClientProcesses":
         context = multiprocessing.get_context("spawn")   # no copy of this process's state
         try:
             for _ in range(self.num):

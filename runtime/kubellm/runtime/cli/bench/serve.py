@@ -111,10 +111,23 @@ def arrival_offsets(num: int, rate: float, seed: int) -> list[float]:
 
 
 # ---- HTTP backend --------------------------------------------------------------------
+def client_args(url: str, args, model: str, max_connections: int) -> tuple:
+    """PooledClient's arguments before ``new_sample`` (client processes build their own)."""
+    return url, args.api_key, args.http_client, max_connections, args.output_len, model
+
+
 def http_client(url: str, args, model: str, max_connections: int):
     from kubellm.runtime.cli.bench.http_client import PooledClient
-    return PooledClient(url, args.api_key, args.http_client, max_connections,
-                        args.output_len, model, Sample)
+    return PooledClient(*client_args(url, args, model, max_connections), Sample)
+
+
+def http_row(samples, wall: float, rate: float, client_cpu_fraction: float) -> dict:
+    """A load's figures over HTTP, printed; ``client_cpu_fraction``: the client's CPU
+    seconds over the load's seconds, per client process."""
+    row = summarize(samples, wall, rate)
+    row["client_cpu_fraction"] = round(client_cpu_fraction, 3)
+    _print_row("http", row)
+    return row
 
 
 # Connections opened before a load are those its first requests reuse; one that waits
@@ -144,11 +157,7 @@ async def run_http_loads(url: str, warm, loads, workloads, args, model: str,
             start, cpu = time.perf_counter(), time.process_time()
             samples = await _schedule(bodies, rate, args.dataset_seed, client.complete)
             wall = time.perf_counter() - start
-            row = summarize(samples, wall, rate)
-            # this process's CPU seconds over the load's seconds: the client's share
-            row["client_cpu_fraction"] = round((time.process_time() - cpu) / wall, 3)
-            rows.append(row)
-            _print_row("http", row)
+            rows.append(http_row(samples, wall, rate, (time.process_time() - cpu) / wall))
         return rows
 
 def run_http_loads_spread(url: str, warm, loads, workloads, args, model: str,
@@ -158,12 +167,12 @@ def run_http_loads_spread(url: str, warm, loads, workloads, args, model: str,
     from kubellm.runtime.cli.bench.client_procs import ClientProcesses
     from kubellm.runtime.cli.bench.http_client import PooledClient
     biggest = max([len(warm)] + [len(load) for load in loads])
-    client_args = (url, args.api_key, args.http_client, biggest + 8, args.output_len, model)
-    encoder = PooledClient(*client_args, Sample)
-    with ClientProcesses(args.client_processes, client_args) as pool:
-        for prompts, rate in ((warm[:4], math.inf), (warm[:16], WARM_UP_RATE)):
-            offsets = arrival_offsets(len(prompts), rate, args.dataset_seed)
-            pool.run([encoder.encode(p) for p in prompts], offsets, len(prompts))
+    spread_args = client_args(url, args, model, biggest + 8)
+    encoder = PooledClient(*spread_args, Sample)
+    with ClientProcesses(args.client_processes, spread_args) as pool:
+        for num, rate in WARM_UP_LOADS:
+            offsets = arrival_offsets(num, rate, args.dataset_seed)
+            pool.run([encoder.encode(p) for p in warm[:num]], offsets, num)
         rows = []
         for (num, rate), load in zip(workloads, loads):
             bodies = [encoder.encode(prompt) for prompt in load]
@@ -174,11 +183,7 @@ def run_http_loads_spread(url: str, warm, loads, workloads, args, model: str,
                     client_trace.mark("burst", label, at=start)
             samples, wall, cpu = pool.run(
                 bodies, offsets, connections_to_open(num, rate, args.dataset_seed), mark)
-            row = summarize(samples, wall, rate)
-            # the client processes' CPU seconds over the load's seconds, per process
-            row["client_cpu_fraction"] = round(cpu / wall / args.client_processes, 3)
-            rows.append(row)
-            _print_row("http", row)
+            rows.append(http_row(samples, wall, rate, cpu / wall / args.client_processes))
         return rows
 
 
@@ -212,7 +217,9 @@ async def _schedule(prompts, rate, seed, send) -> list[Sample]:
 
 
 WARM_UP_RATE = 16.0
-WARM_UP_PROMPTS = 16
+# (requests, rate) of the warm-up's loads: a burst, then arrivals one by one
+WARM_UP_LOADS = ((4, math.inf), (16, WARM_UP_RATE))
+WARM_UP_PROMPTS = max(num for num, _ in WARM_UP_LOADS)
 
 
 async def _warm_up(send, prompts, seed: int = 0) -> None:
@@ -221,8 +228,8 @@ async def _warm_up(send, prompts, seed: int = 0) -> None:
     starts with has compiled. Measured on the H200: with the burst alone, the first
     timed load over HTTP (64 requests at 16 req/s) had a 5.35 s TTFT p50, and 88 ms when
     repeated; whichever backend ran first paid the kernels' first compiles."""
-    await asyncio.gather(*(send(p) for p in prompts[:4]))
-    await _schedule(prompts[:16], WARM_UP_RATE, seed, send)
+    for num, rate in WARM_UP_LOADS:
+        await _schedule(prompts[:num], rate, seed, send)
 
 
 def _stats_ms(values: list[float]) -> dict:
