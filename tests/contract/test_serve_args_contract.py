@@ -59,3 +59,15 @@ def test_moe_example_asks_the_runtime_for_expert_parallelism():
     config = engine_config_from_args(args)
     assert config.enable_expert_parallel is True and config.tensor_parallel_size == 2
     assert config.model == "Qwen/Qwen3-30B-A3B"
+
+
+def test_the_crds_quantization_and_kv_cache_choices_are_the_runtimes():
+    """The operator cannot import the runtime (import-linter), so its CRD repeats the
+    runtime's choices: they must stay the same list, and the pod's flags must parse."""
+    from kubellm.operator.schema import ENGINE, MODEL
+    from kubellm.runtime.config import KV_CACHE_DTYPES, QUANTIZATION_METHODS
+    assert MODEL["properties"]["quantization"]["enum"] == list(QUANTIZATION_METHODS)
+    assert ENGINE["properties"]["kvCacheDtype"]["enum"] == list(KV_CACHE_DTYPES)
+    for dtype in KV_CACHE_DTYPES:
+        spec = defaulted_spec({"model": HF, "engine": {"kvCacheDtype": dtype}})
+        assert build_parser().parse_args(serve_args(spec, "m")).kv_cache_dtype == dtype
