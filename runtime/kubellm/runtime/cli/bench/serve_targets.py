@@ -3,6 +3,8 @@
 (requests, rate), the least output tok/s ratio and the most TTFT / TPOT p50 added."""
 from __future__ import annotations
 
+import statistics
+
 # (requests, rate): (least output tok/s ratio, most TTFT p50 ms added, most TPOT p50 ms added)
 TARGETS = {
     (512, "inf"): (0.95, 100.0, 0.5),
@@ -10,6 +12,26 @@ TARGETS = {
     (64, "inf"): (0.97, 10.0, None),
     (64, 16.0): (None, None, 0.2),
 }
+
+
+FIGURES = ("tpot_p50_ms", "tpot_mean_ms", "itl_p50_ms", "ttft_p50_ms", "output_tok_s_ratio")
+
+
+def median_overhead(per_repeat: list[dict]) -> list[dict]:
+    """One row per workload from its repeats' rows (serve.py http_overhead): the median
+    of each figure, with every repeat's value beside it (``<figure>_each``)."""
+    groups: dict[tuple, list[dict]] = {}
+    for row in per_repeat:
+        groups.setdefault((row["num_requests"], row["request_rate"]), []).append(row)
+    out = []
+    for (num, rate), rows in groups.items():
+        merged = {"num_requests": num, "request_rate": rate, "repeats": len(rows)}
+        for figure in FIGURES:
+            values = [r[figure] for r in rows]
+            merged[figure] = round(statistics.median(values), 3)
+            merged[f"{figure}_each"] = values
+        out.append(merged)
+    return out
 
 
 def check_targets(overhead_rows: list[dict]) -> list[dict]:

@@ -65,15 +65,21 @@ def scaled_mm_runs_on(device: torch.device) -> bool:
     return device.type == "cuda" and torch.cuda.get_device_capability(device) >= (8, 9)
 
 
+def quantize_activations(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """x [M, K] -> (FP8 codes [M, K], float32 scales [M, 1]): one scale per token, what
+    the FP8 x FP8 path feeds torch._scaled_mm (and what a reference must round alike)."""
+    xf = x.float()
+    x_scale = (xf.abs().amax(dim=1, keepdim=True) / FP8_MAX).clamp_(min=_MIN_SCALE)
+    return (xf / x_scale).clamp_(-FP8_MAX, FP8_MAX).to(FP8), x_scale
+
+
 def fp8_linear(x: torch.Tensor, codes: torch.Tensor, scales: torch.Tensor,
                use_scaled_mm: bool) -> torch.Tensor:
     """x [M, K] @ (codes * scales)^T -> [M, N] in x's dtype."""
     n, k = codes.shape
     # _scaled_mm on CUDA wants K and N multiples of 16
     if use_scaled_mm and (x.device.type != "cuda" or (k % 16 == 0 and n % 16 == 0)):
-        xf = x.float()
-        x_scale = (xf.abs().amax(dim=1, keepdim=True) / FP8_MAX).clamp_(min=_MIN_SCALE)
-        x8 = (xf / x_scale).clamp_(-FP8_MAX, FP8_MAX).to(FP8)
+        x8, x_scale = quantize_activations(x)
         # row-wise scaling on CUDA returns bf16 only; other activation dtypes cast back
         out_dtype = torch.bfloat16 if x.is_cuda else x.dtype
         y = torch._scaled_mm(x8, codes.t(), scale_a=x_scale, scale_b=scales[None, :],
