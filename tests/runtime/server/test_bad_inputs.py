@@ -165,6 +165,8 @@ CASES = [
      AUTH, 400, None),
     ("int-beyond-64-bits", "/v1/completions", b'{"prompt": "hi", "seed": 1' + b"0" * 20 + b"}",
      AUTH, 400, "seed"),
+    ("prompt-token-id-past-vocab", *completion(prompt=[1, 2, 10**6]), AUTH, 400, "prompt"),
+    ("prompt-token-id-negative", *completion(prompt=[[5, 6], [7, -1]]), AUTH, 400, "prompt"),
     ("nan", "/v1/completions", b'{"prompt": "hi", "temperature": NaN}', AUTH, 400, None),
     ("invalid-utf8", "/v1/completions", b'{"prompt": "\xff\xfe"}', AUTH, 400, None),
     ("chars-prove-too-long", *completion(prompt="x" * 2_000_000), AUTH, 400, "prompt"),

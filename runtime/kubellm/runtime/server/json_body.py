@@ -12,15 +12,22 @@ million-number list (json: 8.6 / 82 ms).
 """
 from __future__ import annotations
 
-import re
-
 import pydantic_core
 
 from kubellm.runtime.server.errors import bad_request
 
 MAX_JSON_DEPTH = 64
 INT_MIN, INT_MAX = -(2**63), 2**63 - 1
-_LONG_DIGIT_RUN = re.compile(rb"\d{19}")  # no such run: every integer fits 64 bits
+# No run of 19 digits: every integer fits 64 bits. Found by mapping digits to b"1" and
+# everything else to b"0" (bytes.translate), then a substring search: 3.6 µs for a
+# 512-token prompt's 3.5 KB body, where re.search(rb"\d{19}") took 67 µs, two thirds of
+# the whole prepare() of such a request on the 2-core CPU.
+_DIGITS_AS_ONES = bytes(0x31 if 0x30 <= b <= 0x39 else 0x30 for b in range(256))
+_LONG_DIGIT_RUN = b"1" * 19
+
+
+def _has_long_digit_run(raw: bytes) -> bool:
+    return _LONG_DIGIT_RUN in raw.translate(_DIGITS_AS_ONES)
 
 
 def parse_json_object(raw: bytes) -> dict:
@@ -38,7 +45,7 @@ def parse_json_object(raw: bytes) -> dict:
     if not isinstance(data, dict):
         raise bad_request("request body must be a JSON object")
     # the walk below costs O(values); skip it when the bytes alone prove it unneeded
-    if raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH or _LONG_DIGIT_RUN.search(raw):
+    if raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH or _has_long_digit_run(raw):
         _check_bounds(data)
     return data
 
