@@ -48,10 +48,9 @@ def completion_prompts(state: ServerState, prompts: list, truncate: int | None
                 raise bad_request(f"prompt has {len(prompt)} tokens; this model's maximum "
                                   f"context length is {state.max_model_len}", param="prompt",
                                   code="context_length_exceeded")
-            # min/max run in C: 4 µs for 512 ids where a comprehension took 45
-            if prompt and (min(prompt) < 0 or max(prompt) >= state.vocab_size):
-                bad = next(t for t in prompt if not 0 <= t < state.vocab_size)
-                raise bad_request(f"prompt holds token id {bad}, out of range "
+            bad = [t for t in prompt if not 0 <= t < state.vocab_size]
+            if bad:
+                raise bad_request(f"prompt holds token id {bad[0]}, out of range "
                                   f"[0, {state.vocab_size})", param="prompt")
             ids, text = list(prompt), None
         if truncate is not None and len(ids) > truncate:
