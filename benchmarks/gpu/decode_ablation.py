@@ -180,11 +180,11 @@ def main() -> int:
         layer.k_cache.normal_()
         layer.v_cache.normal_()
     switches = runner.switches
-    # the 4-bit switches act at load on quantized models (benchmarks/gpu/w4a16.py
+    # the 4-bit and FP8 switches act at load on quantized models (benchmarks/gpu/w4a16.py
     # measures them), mixed_graphs at startup on mixed steps (benchmarks/gpu/mixed_step.py):
     # flipped here they would time the defaults again
     decode_switches = [n for n in KernelSwitches.__dataclass_fields__
-                       if not n.startswith(("prefill", "w4a16", "mixed"))]
+                       if not n.startswith(("prefill", "w4a16", "fp8", "mixed"))]
     variants = [("defaults", [])] + [(n, [n]) for n in decode_switches]
     if len(decode_switches) > 1:
         variants.append(("all", decode_switches))

@@ -9,7 +9,9 @@ biases layout every checkpoint format is repacked into).
 - the 4-bit engine again with the w4a16_tinygemm switch (ENGINES: linear calls of up to
   4 rows through PyTorch's int4 GEMM on a repacked copy); --engines picks which run,
   among them FP8 weights (quantization="fp8"), an FP8 KV cache (kv_cache_dtype="fp8")
-  and both (fp8, kv-fp8, fp8-kv-fp8), each against bf16 the same way;
+  and both (fp8, kv-fp8, fp8-kv-fp8), and FP8 weights whose activations are rounded in
+  one kernel (fp8-quant-kernel: the fp8_quant_kernel switch), each against bf16 the same
+  way;
 - the W4A16 GEMM alone at batch 1..64 on each projection shape: bytes of weights read per
   second against the copy bandwidth measured in the run, bf16 cuBLAS (F.linear) and
   PyTorch's int4 GEMM (tinygemm, kernels/tinygemm.py) on the same shapes.
@@ -45,7 +47,8 @@ KERNEL_BATCHES = (1, 4, 16, 64)
 ENGINES = {"bf16": {}, "4bit": {"quantization": "4bit"},
            "4bit-tinygemm": {"quantization": "4bit", "kernel_switches": "w4a16_tinygemm"},
            "fp8": {"quantization": "fp8"}, "kv-fp8": {"kv_cache_dtype": "fp8"},
-           "fp8-kv-fp8": {"quantization": "fp8", "kv_cache_dtype": "fp8"}}
+           "fp8-kv-fp8": {"quantization": "fp8", "kv_cache_dtype": "fp8"},
+           "fp8-quant-kernel": {"quantization": "fp8", "kernel_switches": "fp8_quant_kernel"}}
 DEFAULT_ENGINES = "4bit,4bit-tinygemm"
 COLD_BYTES = 256 * 2**20     # weight copies per timed shape: more than the L2 holds
 

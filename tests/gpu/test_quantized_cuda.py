@@ -207,3 +207,26 @@ def test_fp8_greedy_tokens_are_near_transformers_best_on_the_same_weights(
                if getattr(m, "quant_method", None) is not None]
     assert linears and all(m.fp8_scaled_mm is expected for m in linears)
     assert not failures, failures
+
+
+def test_fp8_quant_kernel_switch_gives_the_same_tokens(tmp_path, make_llm):
+    """The fp8_quant_kernel switch rounds each FP8 linear's input in one Triton kernel
+    with codes equal to torch's (tests/kernels/test_fp8_quant.py): the same greedy tokens,
+    in CUDA graphs."""
+    from kubellm.runtime import SamplingParams
+    if torch.cuda.get_device_capability() < (8, 9):
+        pytest.skip(reason="the FP8 x FP8 path needs compute capability 8.9+")
+    path, _ = _checkpoint(tmp_path)
+    rng = random.Random(1)
+    prompts = [[rng.randrange(1000, 100000) for _ in range(rng.randint(5, 300))]
+               for _ in range(8)]
+    tokens = {}
+    for switches in ("", "fp8_quant_kernel"):
+        llm = make_llm(path, skip_tokenizer_init=True, max_model_len=2048, max_num_seqs=16,
+                       gpu_memory_utilization=0.5, quantization="fp8",
+                       kernel_switches=switches)
+        outs = llm.generate(prompts, SamplingParams(temperature=0, max_tokens=MAX_TOKENS,
+                                                    ignore_eos=True))
+        tokens[switches] = [o.outputs[0].token_ids for o in outs]
+        llm.shutdown()
+    assert tokens[""] == tokens["fp8_quant_kernel"]

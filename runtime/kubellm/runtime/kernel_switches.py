@@ -32,6 +32,8 @@ HELP = {
                       "PyTorch's int4 GEMM (tinygemm) on a copy of their weights repacked "
                       "at load, where the layer fits it (bf16, 4-bit, no act-order); the "
                       "Triton kernel keeps the larger calls",
+    "fp8_quant_kernel": "FP8 linears quantize their activations per token in one Triton "
+                        "kernel (kernels/fp8_quant.py) instead of five torch kernels",
     "mixed_graphs": "steps that mix prefill chunks the paged kernel serves with decodes "
                     "replay a CUDA graph captured per token count (multiples of 128, up "
                     "to 2048) instead of launching every kernel from the host",
@@ -44,6 +46,7 @@ class KernelSwitches:
     prefill_attention: bool = False
     prefill_attention_tma: bool = False
     w4a16_tinygemm: bool = False
+    fp8_quant_kernel: bool = False
     mixed_graphs: bool = False
 
     @classmethod

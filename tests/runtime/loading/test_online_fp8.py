@@ -163,3 +163,24 @@ def test_fp8_settings_that_cannot_work_name_the_field(tiny_model_factory):
                                           r"quantization=4bit only"):
         EngineConfig(quantization="fp8", quantize_lm_head=True)
     assert EngineConfig.from_sources(env={"KUBELLM_QUANTIZATION": "fp8"}).quantization == "fp8"
+
+
+def test_the_fp8_quant_kernel_switch_gives_the_same_tokens(tiny_model_dir):
+    """With fp8_quant_kernel every FP8 linear rounds its input in one Triton kernel
+    (kernels/fp8_quant.py, Triton's interpreter here) and the greedy tokens of the FP8 x
+    FP8 path equal those of torch's five-kernel rounding: the codes are the same."""
+    outs = {}
+    for switches in ("", "fp8_quant_kernel"):
+        llm = LLM(tiny_model_dir, dtype="float32", quantization="fp8",
+                  kernel_switches=switches, max_model_len=64, max_num_batched_tokens=64)
+        layers = fp8_layers(llm.engine.executor.model)
+        for layer in layers:
+            layer.fp8_scaled_mm = True     # the CUDA 8.9+ path, which the CPU also runs
+        fused = [getattr(m, "fp8_quantize", None) is fp8.quantize_activations_fused
+                 for m in layers]
+        assert all(fused) if switches else not any(fused)
+        out = llm.generate([PROMPT, PROMPT[:3]], SamplingParams(temperature=0, max_tokens=6,
+                                                                ignore_eos=True))
+        outs[switches] = [o.outputs[0].token_ids for o in out]
+        llm.shutdown()
+    assert outs[""] == outs["fp8_quant_kernel"]

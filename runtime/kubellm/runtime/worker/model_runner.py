@@ -45,6 +45,18 @@ def _use_tinygemm(model: torch.nn.Module) -> None:
              "".join(f"; {n} kept the Triton kernel: {why}" for why, n in kept.items()))
 
 
+def _use_fp8_quant_kernel(model: torch.nn.Module) -> None:
+    """The fp8_quant_kernel switch: each FP8 linear quantizes its input in one kernel."""
+    from kubellm.runtime.layers.quantization import fp8
+    taken = 0
+    for module in model.modules():
+        if isinstance(getattr(module, "quant_method", None), fp8.Fp8LinearMethod):
+            module.fp8_quantize = fp8.quantize_activations_fused
+            taken += 1
+    log.info("fp8_quant_kernel: %d FP8 linears quantize their activations in one kernel",
+             taken)
+
+
 class ModelRunner:
     def __init__(self, model: torch.nn.Module, sampler, device: torch.device,
                  dtype: torch.dtype, block_size: int, attention_backend: str = "torch",
@@ -66,6 +78,8 @@ class ModelRunner:
             layer.switches = self.switches
         if self.switches.w4a16_tinygemm and device.type == "cuda":
             _use_tinygemm(model)
+        if self.switches.fp8_quant_kernel:   # used where torch._scaled_mm runs
+            _use_fp8_quant_kernel(model)
         self.vocab_size = model.args.vocab_size
         self.graphs = None            # DecodeGraphs once captured (CUDA, triton backend)
         self.mixed_graphs = None      # MixedGraphs with the mixed_graphs switch

@@ -73,13 +73,21 @@ def quantize_activations(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return (xf / x_scale).clamp_(-FP8_MAX, FP8_MAX).to(FP8), x_scale
 
 
+def quantize_activations_fused(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """quantize_activations in one Triton kernel, the same codes and scales (the
+    fp8_quant_kernel switch; CUDA, or Triton's interpreter)."""
+    from kubellm.kernels.fp8_quant import per_token_fp8
+    return per_token_fp8(x, _MIN_SCALE)
+
+
 def fp8_linear(x: torch.Tensor, codes: torch.Tensor, scales: torch.Tensor,
-               use_scaled_mm: bool) -> torch.Tensor:
-    """x [M, K] @ (codes * scales)^T -> [M, N] in x's dtype."""
+               use_scaled_mm: bool, quantize=quantize_activations) -> torch.Tensor:
+    """x [M, K] @ (codes * scales)^T -> [M, N] in x's dtype; ``quantize`` rounds the
+    activations on the FP8 x FP8 path."""
     n, k = codes.shape
     # _scaled_mm on CUDA wants K and N multiples of 16
     if use_scaled_mm and (x.device.type != "cuda" or (k % 16 == 0 and n % 16 == 0)):
-        x8, x_scale = quantize_activations(x)
+        x8, x_scale = quantize(x)
         # row-wise scaling on CUDA returns bf16 only; other activation dtypes cast back
         out_dtype = torch.bfloat16 if x.is_cuda else x.dtype
         y = torch._scaled_mm(x8, codes.t(), scale_a=x_scale, scale_b=scales[None, :],
@@ -140,5 +148,6 @@ class Fp8LinearMethod:
         if use is None:   # decided once per layer: the device does not change
             use = layer.fp8_scaled_mm = scaled_mm_runs_on(layer.weight_fp8.device)
         y = fp8_linear(flat if flat.stride(-1) == 1 else flat.contiguous(),
-                       layer.weight_fp8, layer.weight_scale, use)
+                       layer.weight_fp8, layer.weight_scale, use,
+                       getattr(layer, "fp8_quantize", quantize_activations))
         return y.reshape(*x.shape[:-1], y.shape[-1])

@@ -1,0 +1,63 @@
+"""Per-token FP8 quantization in one kernel (fp8_quant.py): the codes and scales equal the
+torch reference's bit for bit, and that reference is what the FP8 linear runs without the
+kernel (fp8.quantize_activations)."""
+import pytest
+import torch
+
+from kubellm.kernels.fp8_quant import per_token_fp8, per_token_fp8_ref
+from kubellm.runtime.layers.quantization import fp8
+from tests.kernels.test_kv_cache_fp8 import values_over_every_exponent
+
+MIN_SCALE = 1e-12
+
+
+def rows(m, k, dtype, device="cpu"):
+    """Rows of values over E4M3's whole range once scaled, a zero row, a row of one
+    value, and a row whose largest |value| is negative."""
+    gen = torch.Generator().manual_seed(m * 1000 + k)
+    x = torch.randn(m, k, generator=gen) * torch.exp2(torch.randint(-8, 8, (m, 1), generator=gen))
+    x[0] = values_over_every_exponent(max(k, 6), torch.float32)[:k]
+    if m > 3:
+        x[1] = 0.0
+        x[2] = 3.0
+        x[3, 0] = -1e3
+    return x.to(dtype).to(device)
+
+
+def assert_same(got, want):
+    assert got[0].dtype == torch.float8_e4m3fn and got[1].dtype == torch.float32
+    assert got[1].shape == want[1].shape
+    assert torch.equal(got[0].view(torch.uint8), want[0].view(torch.uint8))
+    assert torch.equal(got[1], want[1])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("m,k", [(1, 1), (5, 7), (6, 64), (3, 4096 + 37)])
+def test_codes_and_scales_equal_the_reference(dtype, m, k):
+    x = rows(m, k, dtype)
+    assert_same(per_token_fp8(x, MIN_SCALE), per_token_fp8_ref(x, MIN_SCALE))
+
+
+def test_the_reference_is_what_the_fp8_linear_runs():
+    x = rows(6, 300, torch.bfloat16)
+    assert fp8._MIN_SCALE == MIN_SCALE
+    assert_same(per_token_fp8_ref(x, MIN_SCALE), fp8.quantize_activations(x))
+
+
+def test_a_strided_input_and_empty_ones():
+    x = rows(8, 96, torch.float32)
+    view = x[:, 16:80]                 # rows 96 apart, 64 wide
+    assert_same(per_token_fp8(view, MIN_SCALE), per_token_fp8_ref(view, MIN_SCALE))
+    codes, scales = per_token_fp8(torch.empty(0, 16), MIN_SCALE)
+    assert codes.shape == (0, 16) and scales.shape == (0, 1)
+    with pytest.raises(ValueError, match="x must have 2 dimensions"):
+        per_token_fp8(torch.zeros(2, 3, 4), MIN_SCALE)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("m", [1, 64, 300])
+@pytest.mark.parametrize("k", [4096, 14336])
+def test_gpu_codes_equal_the_reference_at_llama3_8b_widths(m, k):
+    x = rows(m, k, torch.bfloat16, "cuda")
+    assert_same(per_token_fp8(x, MIN_SCALE), per_token_fp8_ref(x, MIN_SCALE))
