@@ -19,9 +19,10 @@ from kubellm.runtime.server.errors import bad_request
 MAX_JSON_DEPTH = 64
 INT_MIN, INT_MAX = -(2**63), 2**63 - 1
 # No run of 19 digits: every integer fits 64 bits. Found by mapping digits to b"1" and
-# everything else to b"0" (bytes.translate), then a substring search: 3.6 µs for a
-# 512-token prompt's 3.5 KB body, where re.search(rb"\d{19}") took 67 µs, two thirds of
-# the whole prepare() of such a request on the 2-core CPU.
+# everything else to b"0" (bytes.translate), then a substring search: 3.5 µs for a
+# 512-token prompt's 3 KB body, where re.search(rb"\d{19}") took 32-62 µs, about 40% of
+# the whole prepare() of such a request on the 2-core CPU
+# (benchmarks/results/serving-cpu/prepare_cost.md).
 _DIGITS_AS_ONES = bytes(0x31 if 0x30 <= b <= 0x39 else 0x30 for b in range(256))
 _LONG_DIGIT_RUN = b"1" * 19
 
