@@ -139,3 +139,21 @@ def test_a_growing_table_takes_blocks_in_place_and_hashes_once_tokens_are_known(
     assert kv.block_table("a") is table and len(table) == 4 and kv.num_free_blocks == free
     kv.free("a")
     assert kv.num_free_blocks == 6 and all(kv.ref_count(b) == 0 for b in range(6))
+
+
+def test_tokens_to_compute_counts_blocks_cached_or_shared_within_a_burst_once():
+    """What an idle core's burst gather counts against a step's budget: a prompt minus
+    its leading full blocks already cached or held by an earlier prompt of the burst;
+    the pool and the hit counters stay untouched."""
+    kv = KVCacheManager(num_blocks=16, block_size=BS)
+    kv.allocate("a", tokens(9), 9)                    # two full blocks cached
+    free_before, queries_before = kv.num_free_blocks, kv.prefix_queries
+    seen = set()
+    assert kv.tokens_to_compute(tokens(12), seen) == 12 - 2 * BS   # its first 8 cached
+    assert kv.tokens_to_compute(tokens(12, 100), seen) == 12       # nothing in common
+    # the second prompt's first two blocks will be computed by the burst already
+    assert kv.tokens_to_compute(tokens(8, 100) + [7, 7, 7, 7, 7], seen) == 13 - 2 * BS
+    assert kv.tokens_to_compute(tokens(8), seen) == 8 - BS   # a last token stays to compute
+    assert (kv.num_free_blocks, kv.prefix_queries) == (free_before, queries_before)
+    assert KVCacheManager(num_blocks=4, block_size=BS, enable_prefix_caching=False) \
+        .tokens_to_compute(tokens(12), set()) == 12

@@ -162,6 +162,29 @@ def test_a_second_front_end_announcing_work_keeps_the_core_waiting(core_and_send
     assert engine.steps[0] == ["r0", "r1"]
 
 
+@pytest.mark.parametrize("tokens,seqs,run_ahead,fill", [
+    (6, 100, False, 2), (6, 100, True, 4), (10_000, 2, True, 2)],
+    ids=["token-budget", "two-steps-with-async-scheduling", "max-num-seqs"])
+def test_the_gather_ends_once_the_burst_fills_the_first_steps(core_and_sender, monkeypatch,
+                                                              tokens, seqs, run_ahead, fill):
+    """Two 3-token prompts fill a 6-token step, four fill the two steps async scheduling
+    plans before the first lands, two fill a step of two sequences: the core steps with
+    them although a front end announces more and the cap is an hour."""
+    core, engine, sender = core_and_sender
+    engine.scheduler = type("Scheduler", (), {"max_num_batched_tokens": tokens,
+                                              "max_num_seqs": seqs})()
+    engine.run_ahead = run_ahead
+    loop = _start(core, monkeypatch, 3_600_000.0, 3_600_000.0)
+    codec = wire.Codec()
+    for i in range(fill):
+        _add(sender, codec, f"r{i}", num_preparing=fill + 1 - i)
+        if i == 0:
+            assert engine.first_added.wait(30)
+    loop.join(60)
+    assert not loop.is_alive()
+    assert engine.steps == [[f"r{i}" for i in range(fill)]]
+
+
 def test_the_stats_sent_each_step_read_as_the_engines_whole_stats():
     from kubellm.runtime.engine.llm_engine import EngineStats
     stats = EngineStats(1, 2, 0.5, 3, 4, 5, 6, 7, 8, 9,

@@ -82,6 +82,22 @@ class KVCacheManager:
         self.prefix_hits += len(hits) * self.block_size
         return hits
 
+    def tokens_to_compute(self, token_ids: list[int], seen: set) -> int:
+        """How many of a new prompt's tokens a step would compute: all but its leading
+        full blocks that are cached already or that a prompt before it in ``seen`` (block
+        hashes, which this adds the prompt's to) will compute. Changes nothing else: the
+        engine core sizes an idle burst with it (core_proc.py)."""
+        if not self.enable_prefix_caching:
+            return len(token_ids)
+        hashes = self._full_block_hashes(token_ids, (len(token_ids) - 1) // self.block_size)
+        shared = 0
+        for h in hashes:
+            if h not in self._cached and h not in seen:
+                break
+            shared += 1
+        seen.update(hashes)
+        return len(token_ids) - shared * self.block_size
+
     def _full_block_hashes(self, token_ids: list[int], num_full: int,
                            known: list[int] | None = None) -> list[int]:
         hashes = list(known or [])
