@@ -11,7 +11,7 @@ export PYTHONUNBUFFERED=1 TRITON_INTERPRET=0 NCCL_NVLS_ENABLE=0
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"; work=/tmp/call21; mkdir -p "$work"
 git rev-parse --short HEAD > "$work/commit.txt" 2>/dev/null
 PYTHONPATH=$PWD/runtime:$PWD/kernels:$PWD/operator:$PWD timeout 100 python3 -m pytest -q \
-  -p no:cacheprovider -m gpu tests/gpu/test_quantized_cuda.py -k fp8 \
+  -p no:cacheprovider -m gpu tests/gpu/test_quantized_cuda.py -k "fp8 and not quant_kernel" \
   > "$work/gpu_tests.log" 2>&1; echo "fp8 GPU tests exit $?"; tail -3 "$work/gpu_tests.log"
 timeout $(( 570 - SECONDS )) bash benchmarks/serving/run_h200.sh \
   "$work/serve" .serve-bench/tokenizer .serve-bench/whl \
