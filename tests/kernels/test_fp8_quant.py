@@ -61,3 +61,26 @@ def test_a_strided_input_and_empty_ones():
 def test_gpu_codes_equal_the_reference_at_llama3_8b_widths(m, k):
     x = rows(m, k, torch.bfloat16, "cuda")
     assert_same(per_token_fp8(x, MIN_SCALE), per_token_fp8_ref(x, MIN_SCALE))
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp32"])
+def test_the_kernel_code_generates_for_hopper(dtype):
+    """The interpreter runs the kernel as Python; this builds it for sm_90 as the H200
+    would (a non-constexpr global, which the interpreter accepts, failed here)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from tests.paths import ROOT
+    spec = {"signature": {"x_ptr": f"*{dtype}", "codes_ptr": "*fp8e4nv",
+                          "scale_ptr": "*fp32", "K": "i32", "stride_xm": "i32",
+                          "min_scale": "fp32", "BLOCK": "constexpr",
+                          "EMULATE_ROUNDING": "constexpr"},
+            "constexprs": {"BLOCK": 1024, "EMULATE_ROUNDING": False}}
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.kernels.ttir_for_hopper", "kubellm.kernels.fp8_quant",
+         "_per_token_fp8_kernel", json.dumps(spec)], capture_output=True, text=True,
+        timeout=300, cwd=ROOT, env={**os.environ, "TRITON_INTERPRET": "0"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "_per_token_fp8_kernel" in proc.stdout and "tt.func" in proc.stdout, proc.stdout

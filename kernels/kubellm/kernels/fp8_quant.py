@@ -20,10 +20,10 @@ import triton
 import triton.language as tl
 
 from kubellm.kernels._launch import FLOAT_DTYPES, check_tensor, is_interpreted, kernel_for
-from kubellm.kernels.kv_cache_fp8 import _round_to_e4m3
+from kubellm.kernels.kv_cache_fp8 import round_to_e4m3
+from kubellm.kernels.kv_fp8_format import FP8_MAX, KV_FP8_DTYPE as FP8
 
-FP8 = torch.float8_e4m3fn
-FP8_MAX = 448.0
+_E4M3_MAX = tl.constexpr(FP8_MAX)   # a kernel may read only constexpr globals
 BLOCK_MAX = 4096   # columns per pass; wider rows loop
 
 
@@ -43,15 +43,15 @@ def _per_token_fp8_kernel(
         cols = k0 + tl.arange(0, BLOCK)
         x = tl.load(x_row + cols, mask=cols < K, other=0.0).to(tl.float32)
         amax = tl.maximum(amax, tl.abs(x))
-    scale = tl.maximum(tl.math.div_rn(tl.max(amax, 0), FP8_MAX), min_scale)
+    scale = tl.maximum(tl.math.div_rn(tl.max(amax, 0), _E4M3_MAX), min_scale)
     tl.store(scale_ptr + row, scale)
     for k0 in range(0, K, BLOCK):
         cols = k0 + tl.arange(0, BLOCK)
         mask = cols < K
         x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
-        q = tl.minimum(tl.maximum(tl.math.div_rn(x, scale), -FP8_MAX), FP8_MAX)
+        q = tl.minimum(tl.maximum(tl.math.div_rn(x, scale), -_E4M3_MAX), _E4M3_MAX)
         if EMULATE_ROUNDING:
-            q = _round_to_e4m3(q)
+            q = round_to_e4m3(q)
         tl.store(codes_ptr + row * K + cols, q.to(codes_ptr.dtype.element_ty), mask=mask)
 
 

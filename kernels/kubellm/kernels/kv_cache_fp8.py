@@ -22,7 +22,7 @@ import triton.language as tl
 
 
 @triton.jit
-def _round_to_e4m3(x):
+def round_to_e4m3(x):
     """fp32 x -> the nearest E4M3 value, ties to even, as fp32 (x already in +-448)."""
     a = tl.abs(x)
     exponent = tl.maximum((a.to(tl.int32, bitcast=True) >> 23) - 127, -6)  # subnormals: 2^-6's
@@ -38,5 +38,5 @@ def to_cache(x, cache_ptr, KV_FP8: tl.constexpr, EMULATE_ROUNDING: tl.constexpr)
     if KV_FP8:
         x = tl.minimum(tl.maximum(x.to(tl.float32), -448.0), 448.0)
         if EMULATE_ROUNDING:
-            x = _round_to_e4m3(x)
+            x = round_to_e4m3(x)
     return x.to(cache_ptr.dtype.element_ty)
