@@ -48,10 +48,10 @@ def _use_tinygemm(model: torch.nn.Module) -> None:
 def _use_fp8_quant_kernel(model: torch.nn.Module) -> None:
     """The fp8_quant_kernel switch: each FP8 linear quantizes its input in one kernel."""
     from kubellm.runtime.layers.quantization import fp8
-    taken = 0
+    quantize, taken = fp8.fused_quantizer(), 0
     for module in model.modules():
         if isinstance(getattr(module, "quant_method", None), fp8.Fp8LinearMethod):
-            module.fp8_quantize = fp8.quantize_activations_fused
+            module.fp8_quantize = quantize
             taken += 1
     log.info("fp8_quant_kernel: %d FP8 linears quantize their activations in one kernel",
              taken)

@@ -21,6 +21,7 @@ process's sum.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -73,11 +74,12 @@ def quantize_activations(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return (xf / x_scale).clamp_(-FP8_MAX, FP8_MAX).to(FP8), x_scale
 
 
-def quantize_activations_fused(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """quantize_activations in one Triton kernel, the same codes and scales (the
-    fp8_quant_kernel switch; CUDA, or Triton's interpreter)."""
+def fused_quantizer():
+    """quantize_activations as one Triton kernel, the same codes and scales (the
+    fp8_quant_kernel switch; CUDA, or Triton's interpreter): a function to hand each
+    layer once, so that the per-call path imports nothing."""
     from kubellm.kernels.fp8_quant import per_token_fp8
-    return per_token_fp8(x, _MIN_SCALE)
+    return functools.partial(per_token_fp8, min_scale=_MIN_SCALE)
 
 
 def fp8_linear(x: torch.Tensor, codes: torch.Tensor, scales: torch.Tensor,
