@@ -10,8 +10,8 @@ biases layout every checkpoint format is repacked into).
   4 rows through PyTorch's int4 GEMM on a repacked copy); --engines picks which run,
   among them FP8 weights (quantization="fp8"), an FP8 KV cache (kv_cache_dtype="fp8")
   and both (fp8, kv-fp8, fp8-kv-fp8), and FP8 weights whose activations are rounded in
-  one kernel (fp8-quant-kernel: the fp8_quant_kernel switch), each against bf16 the same
-  way;
+  one kernel (fp8-quant-kernel: the fp8_quant_kernel switch, on by default on Hopper) or
+  in torch (fp8-torch-quant), each against bf16 the same way;
 - the W4A16 GEMM alone at batch 1..64 on each projection shape: bytes of weights read per
   second against the copy bandwidth measured in the run, bf16 cuBLAS (F.linear) and
   PyTorch's int4 GEMM (tinygemm, kernels/tinygemm.py) on the same shapes.
@@ -48,7 +48,9 @@ ENGINES = {"bf16": {}, "4bit": {"quantization": "4bit"},
            "4bit-tinygemm": {"quantization": "4bit", "kernel_switches": "w4a16_tinygemm"},
            "fp8": {"quantization": "fp8"}, "kv-fp8": {"kv_cache_dtype": "fp8"},
            "fp8-kv-fp8": {"quantization": "fp8", "kv_cache_dtype": "fp8"},
-           "fp8-quant-kernel": {"quantization": "fp8", "kernel_switches": "fp8_quant_kernel"}}
+           "fp8-quant-kernel": {"quantization": "fp8", "kernel_switches": "fp8_quant_kernel"},
+           "fp8-torch-quant": {"quantization": "fp8",
+                               "kernel_switches": "fp8_quant_kernel=off"}}
 DEFAULT_ENGINES = "4bit,4bit-tinygemm"
 COLD_BYTES = 256 * 2**20     # weight copies per timed shape: more than the L2 holds
 

@@ -221,7 +221,7 @@ def test_fp8_quant_kernel_switch_gives_the_same_tokens(tmp_path, make_llm):
     prompts = [[rng.randrange(1000, 100000) for _ in range(rng.randint(5, 300))]
                for _ in range(8)]
     tokens = {}
-    for switches in ("", "fp8_quant_kernel"):
+    for switches in ("fp8_quant_kernel=off", "fp8_quant_kernel=on"):
         llm = make_llm(path, skip_tokenizer_init=True, max_model_len=2048, max_num_seqs=16,
                        gpu_memory_utilization=0.5, quantization="fp8",
                        kernel_switches=switches)
@@ -229,4 +229,4 @@ def test_fp8_quant_kernel_switch_gives_the_same_tokens(tmp_path, make_llm):
                                                     ignore_eos=True))
         tokens[switches] = [o.outputs[0].token_ids for o in outs]
         llm.shutdown()
-    assert tokens[""] == tokens["fp8_quant_kernel"]
+    assert tokens["fp8_quant_kernel=off"] == tokens["fp8_quant_kernel=on"]

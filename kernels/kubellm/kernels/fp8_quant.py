@@ -10,9 +10,12 @@ kernels, 128 linears per step for an 8B model, took a batch-1 step from bf16's 4
 row reads it twice (the max, then the codes; the second read hits L2) and writes codes
 and scale.
 
-The codes equal the torch reference's exactly: the two divisions are IEEE (``div_rn``,
-as torch divides; Triton's ``/`` on fp32 is an approximate division on the GPU) and the
-cast rounds to nearest even. Under the interpreter the cast is preceded by the rounding
+The codes equal the torch reference's exactly: the scale is the row's max times the fp32
+reciprocal of 448 (as the reference writes it; torch on CUDA would turn ``/ 448`` into that
+product while the CPU divides, and the first H200 run of this kernel, which divided,
+missed the CUDA reference by a code at some rows), the division by the scale is IEEE
+(``div_rn``, as torch divides two tensors; Triton's ``/`` on fp32 is approximate on the
+GPU) and the cast rounds to nearest even. Under the interpreter the cast is preceded by the rounding
 emulation of kv_cache_fp8.py (the interpreter's float -> FP8 cast mis-rounds).
 """
 import torch
@@ -24,6 +27,7 @@ from kubellm.kernels.kv_cache_fp8 import round_to_e4m3
 from kubellm.kernels.kv_fp8_format import FP8_MAX, KV_FP8_DTYPE as FP8
 
 _E4M3_MAX = tl.constexpr(FP8_MAX)   # a kernel may read only constexpr globals
+_INV_E4M3_MAX = tl.constexpr(1.0 / FP8_MAX)
 BLOCK_MAX = 4096   # columns per pass; wider rows loop
 
 
@@ -43,7 +47,7 @@ def _per_token_fp8_kernel(
         cols = k0 + tl.arange(0, BLOCK)
         x = tl.load(x_row + cols, mask=cols < K, other=0.0).to(tl.float32)
         amax = tl.maximum(amax, tl.abs(x))
-    scale = tl.maximum(tl.math.div_rn(tl.max(amax, 0), _E4M3_MAX), min_scale)
+    scale = tl.maximum(tl.max(amax, 0) * _INV_E4M3_MAX, min_scale)
     tl.store(scale_ptr + row, scale)
     for k0 in range(0, K, BLOCK):
         cols = k0 + tl.arange(0, BLOCK)
@@ -74,5 +78,5 @@ def per_token_fp8(x: torch.Tensor, min_scale: float) -> tuple[torch.Tensor, torc
 def per_token_fp8_ref(x: torch.Tensor, min_scale: float) -> tuple[torch.Tensor, torch.Tensor]:
     """The same in torch (what the FP8 linear runs without the kernel)."""
     xf = x.float()
-    scales = (xf.abs().amax(dim=1, keepdim=True) / FP8_MAX).clamp_(min=min_scale)
+    scales = (xf.abs().amax(dim=1, keepdim=True) * (1.0 / FP8_MAX)).clamp_(min=min_scale)
     return (xf / scales).clamp_(-FP8_MAX, FP8_MAX).to(FP8), scales

@@ -139,3 +139,21 @@ def test_a_tokenized_prompt_is_not_encoded_again(llm):
         out = next((o for o in engine.step() if o.finished), out)
     engine.step()
     assert out.prompt == text and out.prompt_token_ids == marked
+
+
+def test_a_token_id_list_holds_ints_only(llm):
+    """A bool is not a token id, nor a float or a string; an int subclass that is not a
+    bool (an IntEnum) is. The common all-int case takes a fast path (_all_token_ids)."""
+    import enum
+
+    from kubellm.runtime.core.sampling_params import ParameterError
+    engine = llm.engine
+    assert engine.tokenize_prompt([5, 6, 7]) == (None, [5, 6, 7])
+    assert engine.tokenize_prompt((5, 6)) == (None, [5, 6])
+
+    class Tok(enum.IntEnum):
+        A = 5
+    assert engine.tokenize_prompt([Tok.A, 6]) == (None, [Tok.A, 6])
+    for bad in ([5, True], [5, 6.0], [5, "6"], [None]):
+        with pytest.raises(ParameterError, match="prompt"):
+            engine.tokenize_prompt(bad)

@@ -123,18 +123,19 @@ def test_switches_parse_and_name_the_field():
     assert KernelSwitches.parse(config.kernel_switches).prefill_attention
 
 
-def test_hopper_defaults_to_the_tma_prefill_kernel_fused_rotary_and_mixed_graphs_and_the_user_can_turn_them_off():
+def test_hopper_defaults_to_what_won_on_the_h200_and_the_user_can_turn_them_off():
     """What won on the H200 is on by default from compute capability 9.0; older GPUs and
     the CPU keep every switch off; the user's text applies on top of the defaults."""
-    tma = ["rope_kv_write", "prefill_attention", "prefill_attention_tma", "mixed_graphs"]
+    tma = ["rope_kv_write", "prefill_attention", "prefill_attention_tma", "fp8_quant_kernel",
+           "mixed_graphs"]
     assert hardware_defaults((9, 0)).enabled() == tma
     assert hardware_defaults((10, 0)).enabled() == tma
     assert hardware_defaults((8, 9)).enabled() == []
     assert hardware_defaults(None).enabled() == []
     assert KernelSwitches.parse("", (9, 0)).enabled() == tma
     assert KernelSwitches.parse("prefill_attention_tma=off", (9, 0)).enabled() == \
-        ["rope_kv_write", "prefill_attention", "mixed_graphs"]
-    assert KernelSwitches.parse("mixed_graphs=off", (9, 0)).enabled() == tma[:3]
+        ["rope_kv_write", "prefill_attention", "fp8_quant_kernel", "mixed_graphs"]
+    assert KernelSwitches.parse("mixed_graphs=off", (9, 0)).enabled() == tma[:4]
     assert KernelSwitches.parse("rope_kv_write", (8, 0)).enabled() == ["rope_kv_write"]
     assert device_capability(torch.device("cpu")) is None
 

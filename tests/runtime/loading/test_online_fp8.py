@@ -171,7 +171,7 @@ def test_the_fp8_quant_kernel_switch_gives_the_same_tokens(tiny_model_dir):
     (kernels/fp8_quant.py, Triton's interpreter here) and the greedy tokens of the FP8 x
     FP8 path equal those of torch's five-kernel rounding: the codes are the same."""
     outs = {}
-    for switches in ("", "fp8_quant_kernel"):
+    for switches in ("fp8_quant_kernel=off", "fp8_quant_kernel"):
         llm = LLM(tiny_model_dir, dtype="float32", quantization="fp8",
                   kernel_switches=switches, max_model_len=64, max_num_batched_tokens=64)
         layers = fp8_layers(llm.engine.executor.model)
@@ -179,9 +179,9 @@ def test_the_fp8_quant_kernel_switch_gives_the_same_tokens(tiny_model_dir):
             layer.fp8_scaled_mm = True     # the CUDA 8.9+ path, which the CPU also runs
         fused = [getattr(getattr(m, "fp8_quantize", None), "func", None) is per_token_fp8
                  for m in layers]
-        assert all(fused) if switches else not any(fused)
+        assert all(fused) if switches == "fp8_quant_kernel" else not any(fused)
         out = llm.generate([PROMPT, PROMPT[:3]], SamplingParams(temperature=0, max_tokens=6,
                                                                 ignore_eos=True))
         outs[switches] = [o.outputs[0].token_ids for o in out]
         llm.shutdown()
-    assert outs[""] == outs["fp8_quant_kernel"]
+    assert outs["fp8_quant_kernel=off"] == outs["fp8_quant_kernel"]

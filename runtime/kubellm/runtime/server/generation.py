@@ -3,7 +3,8 @@ for their results (collect them whole while watching for a disconnect, or stream
 
 Everything that can take time in proportion to the input — JSON parsing, validation, the
 chat template (with tools), tokenization — runs in ``prepare`` on the front end's
-preprocessing threads, never on the event loop: probes and streams keep answering while a
+preprocessing threads, never on the event loop, for any body larger than
+``INLINE_PREPARE_MAX_BYTES``: probes and streams keep answering while a
 prompt at the size limit is tokenized (HF fast tokenizers release the GIL while they
 encode).
 
@@ -35,6 +36,12 @@ from kubellm.runtime.server.responses import new_id
 from kubellm.runtime.server.state import ServerState
 from kubellm.runtime.server.structured_request import structured_outputs
 from kubellm.runtime.server.tool_choice import auto_tool_parser, forced_structured_outputs
+
+# A body this small is prepared on the event loop: its prepare() costs less than the hop to
+# a preprocessing thread and back, which under a burst also waits for the interpreter lock
+# (see benchmarks/serving/prepare_cost.py for both). Larger bodies, whose parsing,
+# template and tokenization grow with them, go to the threads.
+INLINE_PREPARE_MAX_BYTES = 8192
 
 __all__ = ["ClientDisconnected", "MultiStream", "Prepared", "admit", "check_chars",
            "check_model", "collect", "prepare", "start"]
@@ -106,8 +113,14 @@ async def start(state: ServerState, raw: bytes, body_cls) -> tuple[Prepared, "Mu
     if state.num_preprocessing == 1 and hasattr(state.engine_client, "preparing"):
         state.engine_client.preparing(1)   # the first of a burst: the core waits for it
     try:
-        prepared = await asyncio.get_running_loop().run_in_executor(
-            state.preprocess_pool, prepare, state, raw, body_cls)
+        if len(raw) <= INLINE_PREPARE_MAX_BYTES:
+            # one turn of the loop first: the handlers of bodies read with this one start
+            # and count themselves in, so that the core hears of them with this request
+            await asyncio.sleep(0)
+            prepared = prepare(state, raw, body_cls)
+        else:
+            prepared = await asyncio.get_running_loop().run_in_executor(
+                state.preprocess_pool, prepare, state, raw, body_cls)
     finally:
         state.num_preprocessing -= 1
     if trace is not None:

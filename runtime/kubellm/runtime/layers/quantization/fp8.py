@@ -31,6 +31,7 @@ from kubellm.runtime.layers.linear import RowParallelLinear
 
 FP8 = torch.float8_e4m3fn
 FP8_MAX = float(torch.finfo(FP8).max)   # 448
+INV_FP8_MAX = 1.0 / FP8_MAX
 _MIN_SCALE = 1e-12                      # an all-zero row or token keeps a finite scale
 
 
@@ -70,7 +71,10 @@ def quantize_activations(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """x [M, K] -> (FP8 codes [M, K], float32 scales [M, 1]): one scale per token, what
     the FP8 x FP8 path feeds torch._scaled_mm (and what a reference must round alike)."""
     xf = x.float()
-    x_scale = (xf.abs().amax(dim=1, keepdim=True) / FP8_MAX).clamp_(min=_MIN_SCALE)
+    # times the fp32 reciprocal, not divided: torch on CUDA turns a division by a number
+    # into that product and on the CPU divides (1 ulp apart at some rows, and a code
+    # apart after them); written out, both devices and the Triton kernel agree
+    x_scale = (xf.abs().amax(dim=1, keepdim=True) * INV_FP8_MAX).clamp_(min=_MIN_SCALE)
     return (xf / x_scale).clamp_(-FP8_MAX, FP8_MAX).to(FP8), x_scale
 
 
