@@ -1,6 +1,6 @@
 """How an API server hands prepared requests to the engine core (generation.start): a small
-body is prepared on the event loop (cheaper than the hop to a preprocessing thread), a
-large one on the threads; either way the core hears, with each request, how many more
+completions body of token ids is prepared on the event loop (cheaper than the hop to a
+preprocessing thread), a large one, or one that needs the tokenizer, on the threads; either way the core hears, with each request, how many more
 the front end has read and not yet sent, so that an idle core waits for a burst instead
 of starting a step with its first request (core_proc's burst gather)."""
 import asyncio
@@ -83,6 +83,24 @@ def test_small_bodies_read_together_tell_the_core_how_many_follow(monkeypatch):
     assert core.sent == [(10, 3), (20, 2), (30, 1), (40, 0)]
     loop_thread = threading.current_thread().name
     assert all(threads[n] == loop_thread for n in sizes)   # prepared on the loop
+    assert state.num_preprocessing == 0
+
+
+def test_a_small_text_prompt_goes_to_the_threads(monkeypatch):
+    """Tokenizing takes time in proportion to the text (~2 ms at 8 KiB): not on the loop."""
+    calls = []
+
+    def text_prompt_threads(state, raw, body_cls):
+        calls.append((json.loads(raw)["prompt"], threading.current_thread().name))
+        raise generation.bad_request("stop here", param="prompt")
+    monkeypatch.setattr(generation, "prepare", text_prompt_threads)
+    state = _state(_RecordingCore())
+    raw = json.dumps({"model": "m", "prompt": "a short [1, 2] text", "max_tokens": 4}).encode()
+    try:
+        asyncio.run(generation.start(state, raw, CompletionRequest))
+    except generation.APIError:
+        pass
+    assert calls and calls[0][1].startswith("prep")
     assert state.num_preprocessing == 0
 
 

@@ -3,10 +3,10 @@ for their results (collect them whole while watching for a disconnect, or stream
 
 Everything that can take time in proportion to the input — JSON parsing, validation, the
 chat template (with tools), tokenization — runs in ``prepare`` on the front end's
-preprocessing threads, never on the event loop, for any body larger than
-``INLINE_PREPARE_MAX_BYTES``: probes and streams keep answering while a
-prompt at the size limit is tokenized (HF fast tokenizers release the GIL while they
-encode).
+preprocessing threads, never on the event loop: probes and streams keep answering while
+a prompt at the size limit is tokenized (HF fast tokenizers release the GIL while they
+encode). The one exception is a completions body of at most ``INLINE_PREPARE_MAX_BYTES``
+whose prompt is token ids, which needs no tokenizer and is prepared on the loop.
 
 A completions request may hold several prompts: each becomes its own engine request
 (``<id>-<i>``), all checked before the first is sent, and ``admit`` waits until the
@@ -18,6 +18,7 @@ requests run.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from dataclasses import dataclass
 
@@ -37,11 +38,14 @@ from kubellm.runtime.server.state import ServerState
 from kubellm.runtime.server.structured_request import structured_outputs
 from kubellm.runtime.server.tool_choice import auto_tool_parser, forced_structured_outputs
 
-# A body this small is prepared on the event loop: its prepare() costs less than the hop to
-# a preprocessing thread and back, which under a burst also waits for the interpreter lock
-# (see benchmarks/serving/prepare_cost.py for both). Larger bodies, whose parsing,
-# template and tokenization grow with them, go to the threads.
+# A completions body this small whose prompt is token ids is prepared on the event loop:
+# it needs no tokenizer and its prepare() (at most ~0.2 ms here at 8 KiB) costs less than
+# the hop to a preprocessing thread and back, which under a burst also waits for the
+# interpreter lock (H200, 64 requests at once: 4-6 ms between a body read and prepared).
+# Text and chat bodies (a template and a tokenizer, ~2 ms at 8 KiB), and larger bodies,
+# go to the threads. A text prompt that matches by accident costs that much on the loop.
 INLINE_PREPARE_MAX_BYTES = 8192
+_TOKEN_ID_PROMPT = re.compile(rb'"prompt"\s*:\s*\[\s*[-\d\[]')
 
 __all__ = ["ClientDisconnected", "MultiStream", "Prepared", "admit", "check_chars",
            "check_model", "collect", "prepare", "start"]
@@ -113,7 +117,7 @@ async def start(state: ServerState, raw: bytes, body_cls) -> tuple[Prepared, "Mu
     if state.num_preprocessing == 1 and hasattr(state.engine_client, "preparing"):
         state.engine_client.preparing(1)   # the first of a burst: the core waits for it
     try:
-        if len(raw) <= INLINE_PREPARE_MAX_BYTES:
+        if _prepare_inline(raw, body_cls):
             # one turn of the loop first: the handlers of bodies read with this one start
             # and count themselves in, so that the core hears of them with this request
             await asyncio.sleep(0)
@@ -127,6 +131,11 @@ async def start(state: ServerState, raw: bytes, body_cls) -> tuple[Prepared, "Mu
         trace.mark("body", prepared.request_id, received)
         trace.mark("prepared", prepared.request_id)
     return prepared, await admit(state, prepared)
+
+
+def _prepare_inline(raw: bytes, body_cls) -> bool:
+    return body_cls is CompletionRequest and len(raw) <= INLINE_PREPARE_MAX_BYTES and \
+        _TOKEN_ID_PROMPT.search(raw) is not None
 
 
 async def admit(state: ServerState, prepared: Prepared) -> "MultiStream":
