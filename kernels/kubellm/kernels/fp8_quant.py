@@ -11,12 +11,13 @@ row reads it twice (the max, then the codes; the second read hits L2) and writes
 and scale.
 
 The codes equal the torch reference's exactly: the scale is the row's max times the fp32
-reciprocal of 448 (as the reference writes it; torch on CUDA would turn ``/ 448`` into that
+reciprocal of 448 (as the reference writes it; torch on CUDA turns ``/ 448`` into that
 product while the CPU divides, and the first H200 run of this kernel, which divided,
 missed the CUDA reference by a code at some rows), the division by the scale is IEEE
 (``div_rn``, as torch divides two tensors; Triton's ``/`` on fp32 is approximate on the
-GPU) and the cast rounds to nearest even. Under the interpreter the cast is preceded by the rounding
-emulation of kv_cache_fp8.py (the interpreter's float -> FP8 cast mis-rounds).
+GPU) and the cast rounds to nearest even. Under the interpreter the cast is preceded by
+the rounding emulation of kv_cache_fp8.py (the interpreter's float -> FP8 cast
+mis-rounds).
 """
 import torch
 import triton

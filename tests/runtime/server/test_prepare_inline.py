@@ -1,8 +1,9 @@
 """How an API server hands prepared requests to the engine core (generation.start): a small
 completions body of token ids is prepared on the event loop (cheaper than the hop to a
-preprocessing thread), a large one, or one that needs the tokenizer, on the threads; either way the core hears, with each request, how many more
-the front end has read and not yet sent, so that an idle core waits for a burst instead
-of starting a step with its first request (core_proc's burst gather)."""
+preprocessing thread); a large one, or one that needs the tokenizer, on the threads.
+Either way the core hears, with each request, how many more the front end has read and
+not yet sent, so that an idle core waits for a burst instead of starting a step with its
+first request (core_proc's burst gather)."""
 import asyncio
 import json
 import threading

@@ -110,7 +110,8 @@ def _template_text(tokenizer) -> str | None:
 
 
 async def start(state: ServerState, raw: bytes, body_cls) -> tuple[Prepared, "MultiStream"]:
-    """Prepare off the loop, then admit: (the prepared request, its streams)."""
+    """Prepare (off the loop unless ``_prepare_inline``), then admit: (the prepared
+    request, its streams)."""
     trace = getattr(state.engine_client, "trace", None)   # benchmarks only
     received = time.monotonic()
     state.num_preprocessing += 1
