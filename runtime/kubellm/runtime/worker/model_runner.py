@@ -168,11 +168,12 @@ class ModelRunner:
             logits = self.model.compute_logits(hidden[sample_rows]).float()
             # the very list of the step before (steady decode): the same rows, so the
             # same row index per request id (no dict built again)
-            row_of = ahead_of.row_of if ahead_of is not None and \
-                requests is ahead_of.requests else None
+            steady = ahead_of is not None and requests is ahead_of.requests
+            states = ahead_of.states if steady and ahead_of.states is not None \
+                else [r.sampling_state for r in requests]
             handle = StepHandle(requests, self.sampler.sample(
-                logits, [r.sampling_state for r in requests], constrained=out.has_special),
-                row_of)
+                logits, states, constrained=out.has_special),
+                ahead_of.row_of if steady else None, states)
         self._rows.step = handle   # the next step may derive its inputs from this one
         if out.has_special:   # only while a request that asks for them is alive
             handle.prompt_logprobs = compute_prompt_logprobs(self.model, hidden, out.scheduled)
@@ -319,11 +320,13 @@ class ModelRunner:
 
 class StepHandle:
     """A launched step: which requests sample and their (maybe still running) samples."""
-    __slots__ = ("requests", "batch", "row_of", "prompt_logprobs")
+    __slots__ = ("requests", "batch", "row_of", "prompt_logprobs", "states")
 
-    def __init__(self, requests: list, batch, row_of: dict[str, int] | None = None):
+    def __init__(self, requests: list, batch, row_of: dict[str, int] | None = None,
+                 states: list | None = None):
         self.requests = requests
         self.batch = batch
+        self.states = states              # the sampling states, in the requests' order
         self.row_of = {r.request_id: i for i, r in enumerate(requests)} \
             if row_of is None else row_of
         self.prompt_logprobs = None       # PromptLogprobs when a request asked

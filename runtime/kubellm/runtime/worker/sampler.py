@@ -60,6 +60,7 @@ class Sampler:
     def __init__(self, eos_token_ids: set[int]):
         self.eos_token_ids = frozenset(int(t) for t in eos_token_ids)
         self._constraints = ConstraintApplier()
+        self._batch: _BatchFacts | None = None   # of the last states list sampled
 
     def __call__(self, logits: torch.Tensor, states: list[SamplingState]) -> SamplerOutput:
         return self.sample(logits, states).result()
@@ -75,10 +76,12 @@ class Sampler:
             raise ValueError(f"logits must be [batch, vocab], got shape {tuple(logits.shape)}")
         if logits.shape[0] != len(states):
             raise ValueError(f"logits has {logits.shape[0]} rows but {len(states)} states given")
-        params = [s.params for s in states]
         if not states:
-            return SampledBatch(torch.empty(0, dtype=torch.int64), params, [])
-        logprob_rows = [i for i, p in enumerate(params) if p.logprobs is not None]
+            return SampledBatch(torch.empty(0, dtype=torch.int64), [], [])
+        facts = self._batch
+        if facts is None or facts.states is not states:   # steady decode: the same list
+            facts = self._batch = _BatchFacts(states)
+        params, logprob_rows = facts.params, facts.logprob_rows
 
         constraints = None
         if constrained is not False:
@@ -86,7 +89,7 @@ class Sampler:
             if not any(c is not None for c in constraints):
                 constraints = None
         # Fast path: an all-greedy batch without penalties or min_tokens is one argmax.
-        if constraints is None and _all_plain_greedy(params, states):
+        if constraints is None and facts.plain_greedy(states):
             sampled = logits.argmax(dim=-1)
         else:
             work = logits.to(torch.float32, memory_format=torch.contiguous_format, copy=True)
@@ -133,15 +136,27 @@ class Sampler:
                    to_device(cols, torch.int64, logits.device)] = float("-inf")
 
 
-def _all_plain_greedy(params: list[SamplingParams], states: list[SamplingState]) -> bool:
-    """Greedy, no penalty, min_tokens reached, for every row: one loop without calls
-    (it runs over the whole batch every step)."""
-    for p, s in zip(params, states):
-        if p.temperature >= _GREEDY_TEMPERATURE or p.repetition_penalty != 1.0 \
-                or p.frequency_penalty != 0.0 or p.presence_penalty != 0.0 \
-                or len(s.output_token_ids) < p.min_tokens:
-            return False
-    return True
+class _BatchFacts:
+    """What a batch's sampling parameters say, worked out once per states list: a steady
+    decode samples the same list step after step (the runner hands it on), and these
+    per-row loops ran over the whole batch every step. Only min_tokens depends on how
+    far a row has got, so the rows that set it are checked each time."""
+    __slots__ = ("states", "params", "logprob_rows", "_greedy", "_min_token_rows")
+
+    def __init__(self, states: list[SamplingState]):
+        self.states = states
+        self.params = params = [s.params for s in states]
+        self.logprob_rows = [i for i, p in enumerate(params) if p.logprobs is not None]
+        self._greedy = all(
+            p.temperature < _GREEDY_TEMPERATURE and p.repetition_penalty == 1.0
+            and p.frequency_penalty == 0.0 and p.presence_penalty == 0.0 for p in params)
+        self._min_token_rows = [i for i, p in enumerate(params) if p.min_tokens]
+
+    def plain_greedy(self, states: list[SamplingState]) -> bool:
+        """Greedy, no penalty and min_tokens reached, for every row: one argmax."""
+        params = self.params
+        return self._greedy and all(len(states[i].output_token_ids) >= params[i].min_tokens
+                                    for i in self._min_token_rows)
 
 
 def _masks_stop_tokens(state: SamplingState) -> bool:
