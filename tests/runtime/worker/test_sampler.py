@@ -199,6 +199,23 @@ def test_min_tokens_masks_eos_and_stop_tokens():
     assert not {EOS, 9} & set(sampler(logits.expand(500, -1), [s] * 500).token_ids)
 
 
+def test_a_steady_batch_sampled_again_still_honours_min_tokens():
+    """A steady decode hands the sampler the same states list step after step, and the
+    sampler keeps what the list's parameters say (sampler._BatchFacts); how many tokens a
+    row has so far still decides, at every step, whether its EOS may win."""
+    logits = torch.zeros(2, VOCAB)
+    logits[:, EOS], logits[:, 11] = 10.0, 1.0
+    sampler = Sampler({EOS})
+    states = [state(temperature=0.0, min_tokens=2), state(temperature=0.0)]
+    assert sampler(logits, states).token_ids == [11, EOS]
+    states[0].output_token_ids.append(11)
+    assert sampler(logits, states).token_ids == [11, EOS]
+    states[0].output_token_ids.append(11)      # min_tokens reached
+    assert sampler(logits, states).token_ids == [EOS, EOS]
+    logprob_states = [state(temperature=0.0, logprobs=2)]   # a new list: new facts
+    assert sampler(logits[:1], logprob_states).logprobs[0] is not None
+
+
 def test_min_tokens_with_ignore_eos_leaves_eos_alone():
     logits = torch.zeros(1, VOCAB)
     logits[0, EOS] = 10.0
