@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Not run in s10: the device budget could not start another machine (287 s left).
 # 2026-12-02 s10 call 28: the engine's CUDA tests after this session's host-path change
 # (the runner hands a steady decode's sampling states list on; the sampler keeps what its
 # parameters say): top-5 agreement with transformers (eager, graphs, each switch, mixed
