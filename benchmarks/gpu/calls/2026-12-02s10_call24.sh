@@ -8,11 +8,5 @@ cd "$(dirname "$0")/../../.."
 export PYTHONUNBUFFERED=1 TRITON_INTERPRET=0 NCCL_NVLS_ENABLE=0
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"; work=/tmp/call24; mkdir -p "$work"
 git rev-parse --short HEAD > "$work/commit.txt" 2>/dev/null
-timeout $(( 570 - SECONDS )) bash benchmarks/serving/run_h200.sh \
-  "$work/serve" .serve-bench/tokenizer .serve-bench/whl \
-  -- --workloads 64@16,64@inf,512@64,512@inf --max-model-len 2048 --max-num-seqs 256 \
-  --api-server-count 4 --client-processes 4 --repeats 3 > "$work/serve_run.log" 2>&1
-echo "serving exit $?"
-grep -E "vs in process|target|Error" "$work/serve_run.log" | cut -c1-400 | tail -14
-echo "late compiles: $(grep -c 'after startup' "$work/serve_run.log")"
+bash benchmarks/gpu/calls/issue14_serving_loads.sh "$work" $(( 570 - SECONDS ))
 tar czf "$OUT/call24.tgz" -C "$work" .

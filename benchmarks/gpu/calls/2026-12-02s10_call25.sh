@@ -12,11 +12,5 @@ PYTHONPATH=$PWD/runtime:$PWD/kernels:$PWD/operator:$PWD timeout 150 python3 -m p
   -p no:cacheprovider -m gpu tests/kernels/test_fp8_quant.py tests/gpu/test_quantized_cuda.py \
   -k "fp8" > "$work/gpu_tests.log" 2>&1; echo "fp8 GPU tests exit $?"
 grep -E "^FAILED|passed|failed|differ" "$work/gpu_tests.log" | cut -c1-400 | tail -8
-timeout $(( 570 - SECONDS )) bash benchmarks/serving/run_h200.sh \
-  "$work/serve" .serve-bench/tokenizer .serve-bench/whl \
-  -- --workloads 64@16,64@inf,512@64,512@inf --max-model-len 2048 --max-num-seqs 256 \
-  --api-server-count 4 --client-processes 4 --repeats 3 > "$work/serve_run.log" 2>&1
-echo "serving exit $?"
-grep -E "vs in process|target|Error" "$work/serve_run.log" | cut -c1-400 | tail -14
-echo "late compiles: $(grep -c 'after startup' "$work/serve_run.log")"
+bash benchmarks/gpu/calls/issue14_serving_loads.sh "$work" $(( 570 - SECONDS ))
 tar czf "$OUT/call25.tgz" -C "$work" .
