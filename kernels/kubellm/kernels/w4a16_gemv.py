@@ -34,10 +34,64 @@ TOLERANCES = {torch.float16: (2e-3, 2e-3), torch.bfloat16: (2e-2, 2e-2)}
 
 
 @triton.jit
-def _unit_floats(shifted, P: tl.constexpr):
-    """Bits P..P+3 of ``shifted`` as the float 1 + code * 2**(P - 23): one AND-OR (ptxas
-    makes it a single LOP3) and a free bitcast."""
-    return ((shifted & (0xF << P)) | 0x3F800000).to(tl.float32, bitcast=True)
+def _offset_floats(shifted, P: tl.constexpr):
+    """Bits P..P+3 of ``shifted`` as the float 2**(23 - P) + code: masked into the
+    mantissa of 2**(23 - P), whose last bit is worth 2**-P (one LOP3, a free bitcast)."""
+    return ((shifted & (0xF << P)) | ((150 - P) << 23)).to(tl.float32, bitcast=True)
+
+
+# acc + sum_j x_j * f_j over a word's eight codes, f_j = 2**(23 - P_j) + c_j (what
+# _offset_floats gives; P_j = 12, 12, 16, 12, 16, 12, 16, 12) in 20 instructions: 4
+# shifts, 8 LOP3, 8 FMA. $0 the sum, $1 the word, $2..$9 x_0..x_7, $10 acc. In PTX because
+# Triton's code for the same expressions executed ~9 instructions per code (ncu, call 29).
+_WORD_DOT_PTX = tl.constexpr("""
+{
+.reg .b32 %kq<4>, %km<8>, %ka;
+shl.b32 %kq0, $1, 12;
+shl.b32 %kq1, $1, 8;
+shr.u32 %kq2, $1, 8;
+shr.u32 %kq3, $1, 16;
+lop3.b32 %km0, %kq0, 0xF000, 0x45000000, 0xEA;
+lop3.b32 %km1, %kq1, 0xF000, 0x45000000, 0xEA;
+lop3.b32 %km2, %kq1, 0xF0000, 0x43000000, 0xEA;
+lop3.b32 %km3, $1, 0xF000, 0x45000000, 0xEA;
+lop3.b32 %km4, $1, 0xF0000, 0x43000000, 0xEA;
+lop3.b32 %km5, %kq2, 0xF000, 0x45000000, 0xEA;
+lop3.b32 %km6, %kq2, 0xF0000, 0x43000000, 0xEA;
+lop3.b32 %km7, %kq3, 0xF000, 0x45000000, 0xEA;
+fma.rn.f32 %ka, $2, %km0, $10;
+fma.rn.f32 %ka, $3, %km1, %ka;
+fma.rn.f32 %ka, $4, %km2, %ka;
+fma.rn.f32 %ka, $5, %km3, %ka;
+fma.rn.f32 %ka, $6, %km4, %ka;
+fma.rn.f32 %ka, $7, %km5, %ka;
+fma.rn.f32 %ka, $8, %km6, %ka;
+fma.rn.f32 %ka, $9, %km7, %ka;
+mov.b32 $0, %ka;
+}
+""")
+_WORD_DOT_CONSTRAINTS = tl.constexpr("=r," + ",".join(["r"] * 10))
+
+
+@triton.jit
+def _word_dot(a, w, x0, x1, x2, x3, x4, x5, x6, x7, PTX: tl.constexpr):
+    """a + sum_j x_j (2**(23 - P_j) + c_j): [BLOCK_M, BLOCK_N] words' dots."""
+    if PTX:
+        return tl.inline_asm_elementwise(
+            _WORD_DOT_PTX, _WORD_DOT_CONSTRAINTS,
+            [tl.broadcast_to(w, a.shape), x0, x1, x2, x3, x4, x5, x6, x7, a],
+            dtype=tl.float32, is_pure=True, pack=1)
+    w_l8 = w << 8
+    w_r8 = w >> 8      # arithmetic shifts: the sign bits they bring in are masked off
+    a += x0 * _offset_floats(w << 12, 12)
+    a += x1 * _offset_floats(w_l8, 12)
+    a += x2 * _offset_floats(w_l8, 16)
+    a += x3 * _offset_floats(w, 12)
+    a += x4 * _offset_floats(w, 16)
+    a += x5 * _offset_floats(w_r8, 12)
+    a += x6 * _offset_floats(w_r8, 16)
+    a += x7 * _offset_floats(w >> 16, 12)
+    return a
 
 
 @triton.jit
@@ -55,69 +109,60 @@ def _gemv_kernel(
     GROUP_SIZE: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
-    BLOCK_KW: tl.constexpr,       # packed words per tile along K (8 K rows each)
-    TILES: tl.constexpr,          # K tiles per program
+    ROWS: tl.constexpr,           # word rows (8 K rows each) per program, in one group
+    EVEN_N: tl.constexpr,         # N % BLOCK_N == 0: no masks on the words
+    PTX: tl.constexpr,            # the words' dots in _WORD_DOT_PTX (False: interpreter)
 ):
-    BLOCK_K: tl.constexpr = BLOCK_KW * 8
+    """One row of words at a time, each a [BLOCK_N] vector (a thread holds several
+    columns, so the x work of a row -- eight loads and sums -- is shared by them); every
+    row's dot adds into one accumulator per column, and the group's scale and bias are
+    applied once at the end (all of a program's rows lie in one group)."""
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_m = tl.arange(0, BLOCK_M)
     mask_n = offs_n < N
     mask_m = offs_m < M
-    acc = tl.zeros((BLOCK_M, BLOCK_KW, BLOCK_N), dtype=tl.float32)
-    for i in tl.static_range(TILES):
-        t = pid_k * TILES + i
-        offs_w = t * BLOCK_KW + tl.arange(0, BLOCK_KW)
-        mask_w = offs_w < K // 8
-        w = tl.load(qw_ptr + offs_w[:, None] * stride_qk + offs_n[None, :],
-                    mask=mask_w[:, None] & mask_n[None, :], other=0,
-                    eviction_policy="evict_first")
-        # the tile's group (a last program's tiles may lie past K: masked to zero)
-        at = (t * BLOCK_K // GROUP_SIZE) * stride_sg + offs_n
-        mask_g = mask_n & (offs_n * 0 + t * BLOCK_K < K)
-        scale = tl.load(scale_ptr + at, mask=mask_g, other=0.0).to(tl.float32)
-        bias = tl.load(bias_ptr + at, mask=mask_g, other=0.0).to(tl.float32)
-        x_at = x_ptr + offs_m[:, None] * stride_xm + (offs_w * 8)[None, :]
-        mask_x = mask_m[:, None] & mask_w[None, :]
-        # code j of a word sits at bits 4j..4j+3; one shift serves two codes
-        x0 = tl.load(x_at + 0, mask=mask_x, other=0.0).to(tl.float32)
-        x1 = tl.load(x_at + 1, mask=mask_x, other=0.0).to(tl.float32)
-        x2 = tl.load(x_at + 2, mask=mask_x, other=0.0).to(tl.float32)
-        x3 = tl.load(x_at + 3, mask=mask_x, other=0.0).to(tl.float32)
-        x4 = tl.load(x_at + 4, mask=mask_x, other=0.0).to(tl.float32)
-        x5 = tl.load(x_at + 5, mask=mask_x, other=0.0).to(tl.float32)
-        x6 = tl.load(x_at + 6, mask=mask_x, other=0.0).to(tl.float32)
-        x7 = tl.load(x_at + 7, mask=mask_x, other=0.0).to(tl.float32)
-        # scaled rows: 2**11 for codes at P = 12, 2**7 at P = 16
-        s0, s1, s3, s5, s7 = x0 * 2048.0, x1 * 2048.0, x3 * 2048.0, x5 * 2048.0, x7 * 2048.0
-        s2, s4, s6 = x2 * 128.0, x4 * 128.0, x6 * 128.0
-        w_l12 = w << 12
-        w_l8 = w << 8
-        w_r8 = w >> 8      # arithmetic shifts: the sign bits they bring in are masked off
-        w_r16 = w >> 16
-        a = s0[:, :, None] * _unit_floats(w_l12, 12)[None, :, :]
-        a += s1[:, :, None] * _unit_floats(w_l8, 12)[None, :, :]
-        a += s2[:, :, None] * _unit_floats(w_l8, 16)[None, :, :]
-        a += s3[:, :, None] * _unit_floats(w, 12)[None, :, :]
-        a += s4[:, :, None] * _unit_floats(w, 16)[None, :, :]
-        a += s5[:, :, None] * _unit_floats(w_r8, 12)[None, :, :]
-        a += s6[:, :, None] * _unit_floats(w_r8, 16)[None, :, :]
-        a += s7[:, :, None] * _unit_floats(w_r16, 12)[None, :, :]
-        scaled = s0 + s1 + s2 + s3 + s4 + s5 + s6 + s7
-        plain = x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7
-        acc += (a - scaled[:, :, None]) * scale[None, None, :] + \
-            plain[:, :, None] * bias[None, None, :]
-    _sum_splits(tl.sum(acc, axis=1), out_ptr + offs_m[:, None] * stride_om + offs_n[None, :],
+    first = pid_k * ROWS
+    a = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    offset = tl.zeros((BLOCK_M, 1), dtype=tl.float32)    # sum_k x_k 2**(23 - P_k)
+    plain = tl.zeros((BLOCK_M, 1), dtype=tl.float32)     # sum_k x_k
+    x_rows = x_ptr + offs_m[:, None] * stride_xm
+    for i in tl.static_range(ROWS):
+        r = first + i
+        if EVEN_N:
+            w = tl.load(qw_ptr + r * stride_qk + offs_n, eviction_policy="evict_first")
+        else:
+            w = tl.load(qw_ptr + r * stride_qk + offs_n, mask=mask_n, other=0,
+                        eviction_policy="evict_first")
+        x_at = x_rows + r * 8
+        x0 = tl.load(x_at + 0, mask=mask_m[:, None], other=0.0).to(tl.float32)
+        x1 = tl.load(x_at + 1, mask=mask_m[:, None], other=0.0).to(tl.float32)
+        x2 = tl.load(x_at + 2, mask=mask_m[:, None], other=0.0).to(tl.float32)
+        x3 = tl.load(x_at + 3, mask=mask_m[:, None], other=0.0).to(tl.float32)
+        x4 = tl.load(x_at + 4, mask=mask_m[:, None], other=0.0).to(tl.float32)
+        x5 = tl.load(x_at + 5, mask=mask_m[:, None], other=0.0).to(tl.float32)
+        x6 = tl.load(x_at + 6, mask=mask_m[:, None], other=0.0).to(tl.float32)
+        x7 = tl.load(x_at + 7, mask=mask_m[:, None], other=0.0).to(tl.float32)
+        a = _word_dot(a, w[None, :], x0, x1, x2, x3, x4, x5, x6, x7, PTX)
+        at12 = x0 + x1 + x3 + x5 + x7
+        at16 = x2 + x4 + x6
+        offset += at12 * 2048.0 + at16 * 128.0
+        plain += at12 + at16
+    at = (first * 8 // GROUP_SIZE) * stride_sg + offs_n
+    scale = tl.load(scale_ptr + at, mask=mask_n, other=0.0).to(tl.float32)
+    bias = tl.load(bias_ptr + at, mask=mask_n, other=0.0).to(tl.float32)
+    part = (a - offset) * scale[None, :] + plain * bias[None, :]
+    _sum_splits(part, out_ptr + offs_m[:, None] * stride_om + offs_n[None, :],
                 ws_ptr + offs_m[:, None] * stride_wm + offs_n[None, :],
                 mask_m[:, None] & mask_n[None, :], count_ptr + pid_n, tl.num_programs(1))
 
 
-# (BLOCK_N, BLOCK_KW, TILES, num_warps): a few tiles per program so that many programs,
-# each with all its words in flight, sit on every SM
-_CONFIGS = ((256, 8, 1, 4), (256, 16, 1, 4), (512, 8, 1, 4), (512, 16, 1, 8),
-            (128, 16, 1, 2), (128, 8, 2, 2), (256, 8, 2, 4), (256, 16, 2, 8),
-            (512, 8, 2, 8), (1024, 4, 2, 8), (128, 16, 4, 4), (256, 4, 4, 2))
+# (BLOCK_N, ROWS, num_warps): a thread holds BLOCK_N / (32 * num_warps) columns (x's
+# work of a row is shared by them); ROWS words per column in flight per program
+_CONFIGS = ((1024, 8, 4), (1024, 16, 4), (1024, 4, 4), (512, 8, 2), (512, 16, 2),
+            (512, 8, 4), (512, 16, 4), (2048, 8, 8), (2048, 4, 8), (256, 16, 1),
+            (256, 16, 2), (1024, 8, 8))
 _TUNED: dict[int, object] = {}
 
 
@@ -125,10 +170,11 @@ def _tuned(group_size: int):
     """The kernel autotuned over the configs whose K tile lies in one group."""
     tuned = _TUNED.get(group_size)
     if tuned is None:
-        configs = [triton.Config({"BLOCK_N": n, "BLOCK_KW": kw, "TILES": t}, num_warps=w,
-                                 num_stages=1)
-                   for n, kw, t, w in _CONFIGS if group_size % (kw * 8) == 0]
-        tuned = triton.autotune(configs=configs, key=["M_BUCKET", "N", "K"])(_gemv_kernel)
+        configs = [triton.Config({"BLOCK_N": n, "ROWS": r}, num_warps=w, num_stages=1)
+                   for n, r, w in _CONFIGS if (group_size // 8) % r == 0]
+        even = triton.heuristics({"EVEN_N": lambda a: a["N"] % a["BLOCK_N"] == 0})
+        tuned = triton.autotune(configs=configs, key=["M_BUCKET", "N", "K"])(
+            even(_gemv_kernel))
         _TUNED[group_size] = tuned
     return tuned
 
@@ -172,16 +218,16 @@ def w4a16_gemv(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
     if n == 0:
         return out
     ws, counts = _workspace(x.device, n)
-    kwargs = dict(GROUP_SIZE=group_size, BLOCK_M=triton.next_power_of_2(m))
+    kwargs = dict(GROUP_SIZE=group_size, BLOCK_M=triton.next_power_of_2(m),
+                  PTX=not is_interpreted(_gemv_kernel))
     if is_interpreted(_gemv_kernel):   # small fixed tiles; several programs sum
-        kwargs.update(BLOCK_N=32, BLOCK_KW=4, TILES=2)
+        kwargs.update(BLOCK_N=32, ROWS=2, EVEN_N=n % 32 == 0)
     kernel = kernel_for(_gemv_kernel, x.device, tuned=None if is_interpreted(_gemv_kernel)
                         else _tuned(group_size))
 
     def grid(meta):
-        tiles = triton.cdiv(k // 8, meta["BLOCK_KW"])
         _check_tiles(triton.cdiv(n, meta["BLOCK_N"]), counts)
-        return (triton.cdiv(n, meta["BLOCK_N"]), triton.cdiv(tiles, meta["TILES"]))
+        return (triton.cdiv(n, meta["BLOCK_N"]), k // 8 // meta["ROWS"])
     kernel[grid](x, qweight, scales, biases, out, ws, counts, m, n, k, kwargs["BLOCK_M"],
                  x.stride(0), qweight.stride(0), scales.stride(0), out.stride(0),
                  ws.stride(0), **kwargs)
