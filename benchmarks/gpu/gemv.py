@@ -4,8 +4,8 @@ time per call (CUDA-graph replays over weight copies that never sit in L2) and t
 of weights it reads per second against the copy bandwidth measured in the same run.
 
 - bf16: cuBLAS (F.linear);
-- 4-bit (groups of 128): w4a16_gemm's default ("dot") and its "gemv" variant,
-  kernels/w4a16_gemv.py, and PyTorch's int4 GEMM (tinygemm) on a repacked copy.
+- 4-bit (groups of 128): w4a16_gemm's "dot" variant, kernels/w4a16_gemv.py (its "gemv"
+  variant), and PyTorch's int4 GEMM (tinygemm) on a repacked copy.
 
 Each kernel's output is checked against a reference first (max abs diff printed), so a
 wrong kernel cannot time well.
@@ -41,8 +41,8 @@ def kernels(smoke: bool):
         # big shapes and lost on the small ones in call 29: removed)
         "bf16_cublas": ("dense", lambda x, w: torch.nn.functional.linear(x, w)),
         "int4_dot": ("int4", lambda x, q: w4a16_gemm(x, *q, group, 4, variant="dot")),
-        "int4_gemv_old": ("int4", lambda x, q: w4a16_gemm(x, *q, group, 4, variant="gemv")),
-        "int4_gemv_new": ("int4", lambda x, q: w4a16_gemv(x, *q, group)),
+        # (call 29 also timed w4a16_gemm's first gemv kernel, since replaced by this one)
+        "int4_gemv": ("int4", lambda x, q: w4a16_gemv(x, *q, group)),
     }
     if not smoke:
         calls["int4_tinygemm"] = ("tinygemm", lambda x, p: tinygemm.int4pack_mm(x, *p, group))

@@ -62,31 +62,63 @@ def test_matches_reference(m, dtype):
     check(m, weight, dtype)
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", [v for v in VARIANTS if v != "gemv"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_every_variant_matches_reference(variant, dtype):
-    """Each kernel on the rows it takes: one group per tile (gemv's factored sum), groups
-    smaller than a tile, and act-order g_idx."""
-    m = GEMV_MAX_M - 1 if variant == "gemv" else 5
+def test_every_dot_variant_matches_reference(variant, dtype):
+    """Each tensor-core kernel: one group per tile, groups smaller than a tile, and
+    act-order g_idx."""
     for group_size, act_order in ((32, False), (16, False), (32, True)):
         weight, _ = make_weight(128, 80, group_size=group_size, act_order=act_order)
-        check(m, weight, dtype, variant=variant)
+        check(5, weight, dtype, variant=variant)
 
 
-def test_gemv_with_a_last_program_past_k():
-    """K=96 is three of the interpreter's 32-row tiles: the second program's second tile
-    lies past K and must add nothing (its scales are not read either)."""
-    weight, _ = make_weight(96, 40, group_size=32)
-    check(2, weight, torch.float32, variant="gemv")
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("m", [1, 3, GEMV_MAX_M])
+def test_gemv_matches_reference(m, dtype):
+    """Groups of 32, 64 and 128 (a program's rows lie in one group), N a multiple of the
+    interpreter's 32 columns or not (the masked words), codes 0 and 15 at every bit
+    position of a word (the PTX's shifts and masks)."""
+    for k, n, group_size in ((256, 64, 32), (256, 80, 64), (384, 40, 128)):
+        weight, codes = make_weight(k, n, group_size=group_size, seed=k + n)
+        check(m, weight, dtype, variant="gemv")
+    extremes = dict(weight, qweight=pack_codes(torch.randint(0, 2, (384, 40)) * 15, 4))
+    check(m, extremes, dtype, variant="gemv")
+
+
+def test_gemv_refuses_what_it_does_not_take():
+    weight, _ = make_weight(128, 16, group_size=32)
+    x = torch.randn(1, 128, dtype=torch.bfloat16)
+    for kwargs, why in ((dict(x=x.float()), "float32 activations"),
+                        (dict(x=torch.randn(5, 128, dtype=torch.bfloat16)), "5 rows"),
+                        (dict(group_size=16, scales=torch.rand(8, 16), biases=torch.rand(8, 16)),
+                         "group size 16"),
+                        (dict(g_idx=torch.arange(128, dtype=torch.int32) // 32), "g_idx")):
+        args = {**weight, "x": x, **kwargs}
+        with pytest.raises(ValueError, match=f"gemv variant does not take .*{why}"):
+            w4a16_gemm(args.pop("x"), **args, variant="gemv")
+
+
+def test_the_default_sends_single_rows_to_gemv_where_it_takes_them(monkeypatch):
+    import kubellm.kernels.w4a16_gemv as gemv
+    calls = []
+    real = gemv.w4a16_gemv
+    monkeypatch.setattr(gemv, "w4a16_gemv", lambda x, *a: calls.append(x.shape) or real(x, *a))
+    weight, _ = make_weight(128, 48, group_size=32)
+    check(1, weight, torch.bfloat16)                    # gemv
+    check(2, weight, torch.bfloat16)                    # more rows than GEMV_DEFAULT_MAX_M
+    check(1, weight, torch.float32)                     # fp32 activations
+    check(1, make_weight(128, 48, group_size=32, act_order=True)[0], torch.bfloat16)
+    assert calls == [(1, 128)]
 
 
 @pytest.fixture
 def workspaces(monkeypatch):
     """A fresh split-K workspace registry; SPLIT_K=3 over K=128 (four 32-row tiles, two
     per split) leaves the last split of each output tile empty: it must still count."""
+    import kubellm.kernels.split_k as split_k
     import kubellm.kernels.w4a16_gemm as gemm
     registry = {}
-    monkeypatch.setattr(gemm, "_WORKSPACES", registry)
+    monkeypatch.setattr(split_k, "_WORKSPACES", registry)
     monkeypatch.setitem(gemm._INTERPRETED_TILES, "SPLIT_K", 3)
     return registry
 
@@ -101,8 +133,10 @@ def assert_workspaces_clean(registry, device="cpu"):
 @pytest.mark.parametrize("m", [1, 3, 17, 64])   # 1 to 4 row tiles of 16, each with its count
 def test_split_k_sum_is_right_and_leaves_the_workspace_zero(workspaces, m):
     weight, _ = make_weight(128, 80, group_size=32)
-    for variant in ("dot",) + (("gemv",) if m <= GEMV_MAX_M else ()):   # (dot-rows: as dot)
-        check(m, weight, torch.float32, variant=variant)
+    check(m, weight, torch.float32, variant="dot")      # (dot-rows sums as dot does)
+    assert_workspaces_clean(workspaces)
+    if m <= GEMV_MAX_M:
+        check(m, weight, torch.bfloat16, variant="gemv")
         assert_workspaces_clean(workspaces)
 
 
@@ -122,10 +156,10 @@ def test_calls_of_other_shapes_reuse_the_workspace(workspaces):
 
 
 def test_no_workspace_is_allocated_during_graph_capture(workspaces, monkeypatch):
-    import kubellm.kernels.w4a16_gemm as gemm
+    import kubellm.kernels.split_k as split_k
     weight, _ = make_weight(64, 48, group_size=16)
     check(1, weight, torch.float32)                       # eager: allocates N=48's
-    monkeypatch.setattr(gemm, "_is_capturing", lambda device: True)
+    monkeypatch.setattr(split_k, "_is_capturing", lambda device: True)
     check(4, weight, torch.float32)                       # "captured": reuses it
     with pytest.raises(RuntimeError, match="N=40 .* during CUDA graph capture"):
         w4a16_gemm(torch.randn(1, 64), **make_weight(64, 40, group_size=16)[0])
@@ -134,8 +168,10 @@ def test_no_workspace_is_allocated_during_graph_capture(workspaces, monkeypatch)
 
 def test_gemv_refuses_more_rows_than_it_takes():
     weight, _ = make_weight(64, 16)
-    with pytest.raises(ValueError, match=f"at most {GEMV_MAX_M} rows"):
-        w4a16_gemm(torch.randn(GEMV_MAX_M + 1, 64), **weight, variant="gemv")
+    with pytest.raises(ValueError, match=f"{GEMV_MAX_M + 1} rows \\(1..{GEMV_MAX_M}\\)"):
+        w4a16_gemm(torch.randn(GEMV_MAX_M + 1, 64, dtype=torch.bfloat16),
+                   **dict(weight, scales=weight["scales"].bfloat16(),
+                          biases=weight["biases"].bfloat16()), variant="gemv")
     with pytest.raises(ValueError, match="variant must be one of"):
         w4a16_gemm(torch.randn(1, 64), **weight, variant="fast")
 

@@ -7,7 +7,7 @@ export PYTHONUNBUFFERED=1 TRITON_INTERPRET=0 NCCL_NVLS_ENABLE=0
 export PYTHONPATH=$PWD/runtime:$PWD/kernels:$PWD/operator:$PWD
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"; work=/tmp/call30; mkdir -p "$work"
 cp "$0" "$work/command.sh"
-timeout 300 python3 -m benchmarks.gpu.gemv --kernels bf16_cublas,int4_dot,int4_gemv_new,int4_tinygemm --out "$work" > "$work/gemv.log" 2>&1
+timeout 300 python3 -m benchmarks.gpu.gemv --kernels bf16_cublas,int4_dot,int4_gemv,int4_tinygemm --out "$work" > "$work/gemv.log" 2>&1
 echo "gemv exit $?"
 python3 - "$work/gemv.json" <<'PY'
 import json, sys
@@ -21,6 +21,6 @@ tail -3 "$work/gemv.log"
 timeout 200 ncu --clock-control none --nvtx --nvtx-include "profile/" \
   --section SpeedOfLight --section Occupancy --section LaunchStats \
   --section WarpStateStats --section SchedulerStats --section InstructionStats \
-  python3 -m benchmarks.gpu.gemv --profile-only --kernels int4_dot,int4_gemv_new > "$work/ncu.txt" 2>&1
+  python3 -m benchmarks.gpu.gemv --profile-only --kernels int4_dot,int4_gemv > "$work/ncu.txt" 2>&1
 echo "ncu exit $?"; grep -E "^  [A-Za-z_]|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per|Executed Ipc A|Issue Slots Busy|Theoretical Occ|Block Limit Reg|Grid Size|Block Size" "$work/ncu.txt" | head -120
 tar czf "$OUT/call30.tgz" -C /tmp call30

@@ -1,22 +1,22 @@
 """W4A16 GEMV: out = x @ W for a few rows of x (decode), W as packed 4-bit codes
-(quant_layout.py), fp16/bf16 activations, fp32 sums. Weight-read bound when the work
-per weight is a few instructions; the H200 issues ~33 T lane-instructions/s and reads
-~8.4 T codes/s, so a kernel that spends 5+ instructions per code (shift, mask, int to
-float, subtract, multiply-add) is bound by its ALU work, not by the read.
+(quant_layout.py), fp16/bf16 activations, fp32 sums, no tensor cores.
 
-Each code becomes a float in two instructions, no conversion: its four bits are masked
-(with a shift shared by two codes) into the mantissa of 1.0, which gives f = 1 + c * 2**(P - 23)
-for bits at position P. With x scaled by 2**(23 - P) (once per K row, not per weight),
-x_s * f = x_s + x * c, so sum x_s f - sum x_s = sum x c: one fused multiply-add per
-weight, and the scale and bias of the tile's group applied once per word:
-sum_k x_k (c_k s + b) = s * sum x c + b * sum x. Codes sit at bits 12-15 or 16-19 (P = 12
-or 16): the sums carry at most 2**11 times sum |x| beside sum x c, so fp32 keeps ~12 bits
-of sum x c beyond bf16's 8 (the tolerance below).
+Reading 4-bit weights at the H200's ~4.2 TB/s is ~8.4 T codes/s against ~33 T issued
+lane-instructions/s, so a kernel has ~3 instructions per code before it is bound by
+issuing them; w4a16_gemm's "dot" spent 8-9 (ncu, call 29) and read at 0.17-0.30 of the
+copy bandwidth. Here a code costs one LOP3 (and half a shift) to become a float and one
+FMA: its four bits are masked into the mantissa of 2**(23 - P) (P = 12 or 16, where a
+shift put them), which gives the float 2**(23 - P) + c exactly; so sum_j x_j f_j minus
+sum_j x_j 2**(23 - P_j) (once per K row) is sum_j x_j c_j, and a group's scale and bias
+are applied once per column: sum_k x_k (c_k s + b) = s sum x c + b sum x. The offsets
+make the fp32 sums carry up to 2**11 sum|x| beside sum x c: ~12 bits of it survive beyond
+bf16's 8. The word's eight codes are done in PTX (_WORD_DOT_PTX): Triton's code for the
+same expressions added shifts and moves per code.
 
-Tiles of K never straddle a group (BLOCK_KW * 8 divides the group size; no g_idx:
-act-order checkpoints take w4a16_gemm). K is split over programs, each with a few tiles
-(unrolled, so their loads are all in flight at once); the splits meet in the split-K
-workspace of w4a16_gemm (_sum_splits): one kernel per call.
+A program takes ROWS rows of words (8 K rows each, all in one group) and BLOCK_N columns,
+one row at a time as a [BLOCK_N] vector, so a thread holds several columns and the x work
+of a row (eight loads and sums) is shared by them. K is split over programs; the splits
+meet in the split-K workspace (split_k.py): one kernel per call.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ import triton
 import triton.language as tl
 
 from kubellm.kernels._launch import check_tensor, is_interpreted, kernel_for
-from kubellm.kernels.w4a16_gemm import _check_tiles, _sum_splits, _workspace
+from kubellm.kernels.split_k import check_tiles, sum_splits, workspace
 
 MAX_M = 4
 DTYPES = (torch.float16, torch.bfloat16)
@@ -153,7 +153,7 @@ def _gemv_kernel(
     scale = tl.load(scale_ptr + at, mask=mask_n, other=0.0).to(tl.float32)
     bias = tl.load(bias_ptr + at, mask=mask_n, other=0.0).to(tl.float32)
     part = (a - offset) * scale[None, :] + plain * bias[None, :]
-    _sum_splits(part, out_ptr + offs_m[:, None] * stride_om + offs_n[None, :],
+    sum_splits(part, out_ptr + offs_m[:, None] * stride_om + offs_n[None, :],
                 ws_ptr + offs_m[:, None] * stride_wm + offs_n[None, :],
                 mask_m[:, None] & mask_n[None, :], count_ptr + pid_n, tl.num_programs(1))
 
@@ -217,7 +217,7 @@ def w4a16_gemv(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
     out = torch.empty((m, n), dtype=x.dtype, device=x.device)
     if n == 0:
         return out
-    ws, counts = _workspace(x.device, n)
+    ws, counts = workspace(x.device, n)
     kwargs = dict(GROUP_SIZE=group_size, BLOCK_M=triton.next_power_of_2(m),
                   PTX=not is_interpreted(_gemv_kernel))
     if is_interpreted(_gemv_kernel):   # small fixed tiles; several programs sum
@@ -226,7 +226,7 @@ def w4a16_gemv(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
                         else _tuned(group_size))
 
     def grid(meta):
-        _check_tiles(triton.cdiv(n, meta["BLOCK_N"]), counts)
+        check_tiles(triton.cdiv(n, meta["BLOCK_N"]), counts)
         return (triton.cdiv(n, meta["BLOCK_N"]), k // 8 // meta["ROWS"])
     kernel[grid](x, qweight, scales, biases, out, ws, counts, m, n, k, kwargs["BLOCK_M"],
                  x.stride(0), qweight.stride(0), scales.stride(0), out.stride(0),
