@@ -23,4 +23,6 @@ timeout 200 ncu --clock-control none --nvtx --nvtx-include "profile/" \
   --section WarpStateStats --section SchedulerStats --section InstructionStats \
   python3 -m benchmarks.gpu.gemv --profile-only --kernels int4_dot,int4_gemv > "$work/ncu.txt" 2>&1
 echo "ncu exit $?"; grep -E "^  [A-Za-z_]|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per|Executed Ipc A|Issue Slots Busy|Theoretical Occ|Block Limit Reg|Grid Size|Block Size" "$work/ncu.txt" | head -120
+timeout 150 python3 -m pytest -q -p no:cacheprovider -m gpu tests/kernels/test_w4a16_gemm.py \
+  > "$work/gpu_tests.log" 2>&1; echo "kernel GPU tests exit $?"; tail -3 "$work/gpu_tests.log"
 tar czf "$OUT/call30.tgz" -C /tmp call30
