@@ -85,6 +85,15 @@ def test_gemv_matches_reference(m, dtype):
     check(m, extremes, dtype, variant="gemv")
 
 
+def test_gemv_programs_of_several_chunks_and_groups(monkeypatch):
+    """Four chunks of the interpreter's two rows of words per program: 64 K rows, two
+    groups of 32, each chunk scaled by its own group."""
+    import kubellm.kernels.w4a16_gemv as gemv
+    monkeypatch.setattr(gemv, "_INTERPRETED_CHUNKS", 4)
+    weight, _ = make_weight(256, 40, group_size=32, seed=3)
+    check(2, weight, torch.bfloat16, variant="gemv")
+
+
 def test_gemv_refuses_what_it_does_not_take():
     weight, _ = make_weight(128, 16, group_size=32)
     x = torch.randn(1, 128, dtype=torch.bfloat16)

@@ -109,71 +109,87 @@ def _gemv_kernel(
     GROUP_SIZE: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
-    ROWS: tl.constexpr,           # word rows (8 K rows each) per program, in one group
+    ROWS: tl.constexpr,           # word rows (8 K rows each) per chunk, in one group
+    CHUNKS: tl.constexpr,         # chunks per program (fewer splits to sum)
     EVEN_N: tl.constexpr,         # N % BLOCK_N == 0: no masks on the words
     PTX: tl.constexpr,            # the words' dots in _WORD_DOT_PTX (False: interpreter)
 ):
     """One row of words at a time, each a [BLOCK_N] vector (a thread holds several
     columns, so the x work of a row -- eight loads and sums -- is shared by them); every
-    row's dot adds into one accumulator per column, and the group's scale and bias are
-    applied once at the end (all of a program's rows lie in one group)."""
+    row's dot adds into one accumulator per column, and a chunk's group scale and bias
+    are applied once at the chunk's end (a chunk's rows lie in one group)."""
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_m = tl.arange(0, BLOCK_M)
     mask_n = offs_n < N
     mask_m = offs_m < M
-    first = pid_k * ROWS
-    a = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    offset = tl.zeros((BLOCK_M, 1), dtype=tl.float32)    # sum_k x_k 2**(23 - P_k)
-    plain = tl.zeros((BLOCK_M, 1), dtype=tl.float32)     # sum_k x_k
     x_rows = x_ptr + offs_m[:, None] * stride_xm
-    for i in tl.static_range(ROWS):
-        r = first + i
-        if EVEN_N:
-            w = tl.load(qw_ptr + r * stride_qk + offs_n, eviction_policy="evict_first")
-        else:
-            w = tl.load(qw_ptr + r * stride_qk + offs_n, mask=mask_n, other=0,
-                        eviction_policy="evict_first")
-        x_at = x_rows + r * 8
-        x0 = tl.load(x_at + 0, mask=mask_m[:, None], other=0.0).to(tl.float32)
-        x1 = tl.load(x_at + 1, mask=mask_m[:, None], other=0.0).to(tl.float32)
-        x2 = tl.load(x_at + 2, mask=mask_m[:, None], other=0.0).to(tl.float32)
-        x3 = tl.load(x_at + 3, mask=mask_m[:, None], other=0.0).to(tl.float32)
-        x4 = tl.load(x_at + 4, mask=mask_m[:, None], other=0.0).to(tl.float32)
-        x5 = tl.load(x_at + 5, mask=mask_m[:, None], other=0.0).to(tl.float32)
-        x6 = tl.load(x_at + 6, mask=mask_m[:, None], other=0.0).to(tl.float32)
-        x7 = tl.load(x_at + 7, mask=mask_m[:, None], other=0.0).to(tl.float32)
-        a = _word_dot(a, w[None, :], x0, x1, x2, x3, x4, x5, x6, x7, PTX)
-        at12 = x0 + x1 + x3 + x5 + x7
-        at16 = x2 + x4 + x6
-        offset += at12 * 2048.0 + at16 * 128.0
-        plain += at12 + at16
-    at = (first * 8 // GROUP_SIZE) * stride_sg + offs_n
-    scale = tl.load(scale_ptr + at, mask=mask_n, other=0.0).to(tl.float32)
-    bias = tl.load(bias_ptr + at, mask=mask_n, other=0.0).to(tl.float32)
-    part = (a - offset) * scale[None, :] + plain * bias[None, :]
+    part = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for c in tl.static_range(CHUNKS):
+        first = (pid_k * CHUNKS + c) * ROWS
+        a = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        offset = tl.zeros((BLOCK_M, 1), dtype=tl.float32)    # sum_k x_k 2**(23 - P_k)
+        plain = tl.zeros((BLOCK_M, 1), dtype=tl.float32)     # sum_k x_k
+        for i in tl.static_range(ROWS):
+            r = first + i
+            if EVEN_N:
+                w = tl.load(qw_ptr + r * stride_qk + offs_n, eviction_policy="evict_first")
+            else:
+                w = tl.load(qw_ptr + r * stride_qk + offs_n, mask=mask_n, other=0,
+                            eviction_policy="evict_first")
+            x_at = x_rows + r * 8
+            x0 = tl.load(x_at + 0, mask=mask_m[:, None], other=0.0).to(tl.float32)
+            x1 = tl.load(x_at + 1, mask=mask_m[:, None], other=0.0).to(tl.float32)
+            x2 = tl.load(x_at + 2, mask=mask_m[:, None], other=0.0).to(tl.float32)
+            x3 = tl.load(x_at + 3, mask=mask_m[:, None], other=0.0).to(tl.float32)
+            x4 = tl.load(x_at + 4, mask=mask_m[:, None], other=0.0).to(tl.float32)
+            x5 = tl.load(x_at + 5, mask=mask_m[:, None], other=0.0).to(tl.float32)
+            x6 = tl.load(x_at + 6, mask=mask_m[:, None], other=0.0).to(tl.float32)
+            x7 = tl.load(x_at + 7, mask=mask_m[:, None], other=0.0).to(tl.float32)
+            a = _word_dot(a, w[None, :], x0, x1, x2, x3, x4, x5, x6, x7, PTX)
+            at12 = x0 + x1 + x3 + x5 + x7
+            at16 = x2 + x4 + x6
+            offset += at12 * 2048.0 + at16 * 128.0
+            plain += at12 + at16
+        at = (first * 8 // GROUP_SIZE) * stride_sg + offs_n
+        scale = tl.load(scale_ptr + at, mask=mask_n, other=0.0).to(tl.float32)
+        bias = tl.load(bias_ptr + at, mask=mask_n, other=0.0).to(tl.float32)
+        part += (a - offset) * scale[None, :] + plain * bias[None, :]
     sum_splits(part, out_ptr + offs_m[:, None] * stride_om + offs_n[None, :],
                 ws_ptr + offs_m[:, None] * stride_wm + offs_n[None, :],
                 mask_m[:, None] & mask_n[None, :], count_ptr + pid_n, tl.num_programs(1))
 
 
-# (BLOCK_N, ROWS, num_warps): a thread holds BLOCK_N / (32 * num_warps) columns (x's
-# work of a row is shared by them); ROWS words per column in flight per program
-_CONFIGS = ((1024, 8, 4), (1024, 16, 4), (1024, 4, 4), (512, 8, 2), (512, 16, 2),
-            (512, 8, 4), (512, 16, 4), (2048, 8, 8), (2048, 4, 8), (256, 16, 1),
-            (256, 16, 2), (1024, 8, 8))
+# (BLOCK_N, ROWS, CHUNKS, num_warps): a thread holds BLOCK_N / (32 * num_warps) columns
+# (x's work of a row is shared by them); ROWS * CHUNKS rows of words per program (more
+# per program: fewer partial sums into the workspace, fewer programs to keep SMs busy)
+_CONFIGS = ((1024, 8, 1, 4), (1024, 16, 1, 4), (1024, 4, 1, 4), (512, 8, 1, 2),
+            (512, 16, 1, 2), (512, 8, 1, 4), (512, 16, 1, 4), (2048, 8, 1, 8),
+            (2048, 4, 1, 8), (256, 16, 1, 1), (256, 16, 1, 2), (1024, 8, 1, 8),
+            (1024, 8, 2, 8), (1024, 16, 2, 8), (1024, 16, 2, 4), (2048, 16, 2, 8),
+            (512, 16, 4, 4))
 _TUNED: dict[int, object] = {}
+_INTERPRETED_CHUNKS = 1   # (a test sets 2: chunks of two groups in one program)
+
+
+def _whole_programs(configs, named_args, **kwargs):
+    """The configs whose programs' rows tile K's rows exactly (CHUNKS=1 configs always do:
+    a chunk divides a group and the groups tile K)."""
+    rows = named_args["K"] // 8
+    return [c for c in configs if rows % (c.kwargs["ROWS"] * c.kwargs["CHUNKS"]) == 0]
 
 
 def _tuned(group_size: int):
     """The kernel autotuned over the configs whose K tile lies in one group."""
     tuned = _TUNED.get(group_size)
     if tuned is None:
-        configs = [triton.Config({"BLOCK_N": n, "ROWS": r}, num_warps=w, num_stages=1)
-                   for n, r, w in _CONFIGS if (group_size // 8) % r == 0]
+        configs = [triton.Config({"BLOCK_N": n, "ROWS": r, "CHUNKS": c}, num_warps=w,
+                                 num_stages=1)
+                   for n, r, c, w in _CONFIGS if (group_size // 8) % r == 0]
         even = triton.heuristics({"EVEN_N": lambda a: a["N"] % a["BLOCK_N"] == 0})
-        tuned = triton.autotune(configs=configs, key=["M_BUCKET", "N", "K"])(
+        tuned = triton.autotune(configs=configs, key=["M_BUCKET", "N", "K"],
+                                prune_configs_by={"early_config_prune": _whole_programs})(
             even(_gemv_kernel))
         _TUNED[group_size] = tuned
     return tuned
@@ -221,13 +237,13 @@ def w4a16_gemv(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
     kwargs = dict(GROUP_SIZE=group_size, BLOCK_M=triton.next_power_of_2(m),
                   PTX=not is_interpreted(_gemv_kernel))
     if is_interpreted(_gemv_kernel):   # small fixed tiles; several programs sum
-        kwargs.update(BLOCK_N=32, ROWS=2, EVEN_N=n % 32 == 0)
+        kwargs.update(BLOCK_N=32, ROWS=2, CHUNKS=_INTERPRETED_CHUNKS, EVEN_N=n % 32 == 0)
     kernel = kernel_for(_gemv_kernel, x.device, tuned=None if is_interpreted(_gemv_kernel)
                         else _tuned(group_size))
 
     def grid(meta):
         check_tiles(triton.cdiv(n, meta["BLOCK_N"]), counts)
-        return (triton.cdiv(n, meta["BLOCK_N"]), k // 8 // meta["ROWS"])
+        return (triton.cdiv(n, meta["BLOCK_N"]), k // 8 // (meta["ROWS"] * meta["CHUNKS"]))
     kernel[grid](x, qweight, scales, biases, out, ws, counts, m, n, k, kwargs["BLOCK_M"],
                  x.stride(0), qweight.stride(0), scales.stride(0), out.stride(0),
                  ws.stride(0), **kwargs)
