@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from kubellm.kernels.quant_layout import dequantize, pack_codes, unpack_codes
-from kubellm.kernels.w4a16_gemm import (GEMV_MAX_M, TOLERANCES, VARIANTS, w4a16_gemm,
-                                        w4a16_gemm_ref)
+from kubellm.kernels.w4a16_gemm import (GEMV_DEFAULT_MAX_M, GEMV_MAX_M, TOLERANCES, VARIANTS,
+                                        w4a16_gemm, w4a16_gemm_ref)
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 
@@ -107,17 +107,18 @@ def test_gemv_refuses_what_it_does_not_take():
             w4a16_gemm(args.pop("x"), **args, variant="gemv")
 
 
-def test_the_default_sends_single_rows_to_gemv_where_it_takes_them(monkeypatch):
+def test_the_default_sends_few_rows_to_gemv_where_it_takes_them(monkeypatch):
     import kubellm.kernels.w4a16_gemv as gemv
     calls = []
     real = gemv.w4a16_gemv
     monkeypatch.setattr(gemv, "w4a16_gemv", lambda x, *a: calls.append(x.shape) or real(x, *a))
     weight, _ = make_weight(128, 48, group_size=32)
     check(1, weight, torch.bfloat16)                    # gemv
-    check(2, weight, torch.bfloat16)                    # more rows than GEMV_DEFAULT_MAX_M
-    check(1, weight, torch.float32)                     # fp32 activations
+    check(GEMV_DEFAULT_MAX_M, weight, torch.float16)    # gemv
+    check(GEMV_DEFAULT_MAX_M + 1, weight, torch.bfloat16)   # more rows: dot
+    check(1, weight, torch.float32)                     # fp32 activations: dot
     check(1, make_weight(128, 48, group_size=32, act_order=True)[0], torch.bfloat16)
-    assert calls == [(1, 128)]
+    assert calls == [(1, 128), (GEMV_DEFAULT_MAX_M, 128)]
 
 
 @pytest.fixture
