@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 from benchmarks.gpu.w4a16 import COLD_BYTES, call_us, significant
@@ -149,6 +150,8 @@ def main():
     parser.add_argument("--profile-only", action="store_true")
     parser.add_argument("--kernels", default="", help="comma-separated names (default all)")
     args = parser.parse_args()
+    if args.smoke:   # CPU tensors run the Triton kernels in its interpreter
+        os.environ.setdefault("TRITON_INTERPRET", "1")
     if args.profile_only:
         profile_only(args.kernels)
     else:
