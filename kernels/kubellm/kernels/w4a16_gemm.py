@@ -157,8 +157,9 @@ VARIANTS = ("gemv", "dot", "dot-rows", "dot-zeros")
 DEFAULT_VARIANT = "dot"   # the dot kernel's tiling follows M (decode or prefill) ...
 GEMV_MAX_M = w4a16_gemv.MAX_M  # ... but calls of at most GEMV_DEFAULT_MAX_M rows that the
 # gemv kernel takes go to it: on the H200 (call 30, the four projections and a 4-bit LM
-# head) it beat "dot" at 1 and 2 rows on every shape (1.6-2.5x at 1 row) and at 4 rows
-# on all but the LM head (1.03-1.15x faster; the head 3.6% slower)
+# head) it beat "dot" at 1 and 2 rows on every shape (1.6-2.5x at 1 row, 1.4-1.7x at 2);
+# at 4 rows it is a near tie (call 30: 1.04-1.15x faster on the projections, the head 3.6%
+# slower; call 31: 14336x4096 3% slower)
 GEMV_DEFAULT_MAX_M = 4
 
 
