@@ -36,14 +36,13 @@ def kernels(smoke: bool):
 
     from kubellm.kernels import tinygemm
     from kubellm.kernels.w4a16_gemm import w4a16_gemm
-    from kubellm.kernels.w4a16_gemv import w4a16_gemv
     group = SMOKE_GROUP if smoke else GROUP
     calls = {   # (kernels/dense_gemv.py, a row-dot Triton kernel, tied cuBLAS at 1 row on the
         # big shapes and lost on the small ones in call 29: removed)
         "bf16_cublas": ("dense", lambda x, w: torch.nn.functional.linear(x, w)),
         "int4_dot": ("int4", lambda x, q: w4a16_gemm(x, *q, group, 4, variant="dot")),
         # (call 29 also timed w4a16_gemm's first gemv kernel, since replaced by this one)
-        "int4_gemv": ("int4", lambda x, q: w4a16_gemv(x, *q, group)),
+        "int4_gemv": ("int4", lambda x, q: w4a16_gemm(x, *q, group, 4, variant="gemv")),
     }
     if not smoke:
         calls["int4_tinygemm"] = ("tinygemm", lambda x, p: tinygemm.int4pack_mm(x, *p, group))

@@ -110,8 +110,8 @@ def test_gemv_refuses_what_it_does_not_take():
 def test_the_default_sends_few_rows_to_gemv_where_it_takes_them(monkeypatch):
     import kubellm.kernels.w4a16_gemv as gemv
     calls = []
-    real = gemv.w4a16_gemv
-    monkeypatch.setattr(gemv, "w4a16_gemv", lambda x, *a: calls.append(x.shape) or real(x, *a))
+    real = gemv.launch
+    monkeypatch.setattr(gemv, "launch", lambda x, *a: calls.append(x.shape) or real(x, *a))
     weight, _ = make_weight(128, 48, group_size=32)
     check(1, weight, torch.bfloat16)                    # gemv
     check(GEMV_DEFAULT_MAX_M, weight, torch.float16)    # gemv

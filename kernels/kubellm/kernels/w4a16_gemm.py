@@ -202,19 +202,21 @@ def w4a16_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
     _check(x, qweight, scales, biases, group_size, bits, g_idx)
     m, k = x.shape
     n = qweight.shape[1]
-    if variant is None:
-        variant = "gemv" if m <= GEMV_DEFAULT_MAX_M and w4a16_gemv.unsupported_reason(
-            x, k, group_size, bits, g_idx is not None) is None else DEFAULT_VARIANT
+    why_not_gemv = None
+    if variant is None or variant == "gemv":
+        why_not_gemv = w4a16_gemv.unsupported_reason(x, k, group_size, bits, g_idx is not None)
+        if variant is None:
+            variant = "gemv" if m <= GEMV_DEFAULT_MAX_M and why_not_gemv is None \
+                else DEFAULT_VARIANT
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
     decode = m <= DECODE_MAX_M
     if m == 0 or n == 0:
         return torch.zeros((m, n), dtype=x.dtype, device=x.device)
     if variant == "gemv":
-        why = w4a16_gemv.unsupported_reason(x, k, group_size, bits, g_idx is not None)
-        if why:
-            raise ValueError(f"the gemv variant does not take {why}")
-        return w4a16_gemv.w4a16_gemv(x, qweight, scales, biases, group_size)
+        if why_not_gemv:
+            raise ValueError(f"the gemv variant does not take {why_not_gemv}")
+        return w4a16_gemv.launch(x, qweight, scales, biases, group_size)
     zeros = decode and variant == "dot-zeros"
     out = torch.zeros((m, n), dtype=torch.float32, device=x.device) if zeros else \
         torch.empty((m, n), dtype=x.dtype, device=x.device)

@@ -26,7 +26,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kubellm.kernels._launch import check_tensor, is_interpreted, kernel_for
+from kubellm.kernels._launch import is_interpreted, kernel_for
 from kubellm.kernels.split_k import check_tiles, sum_splits, workspace
 
 MAX_M = 4
@@ -215,25 +215,12 @@ def unsupported_reason(x: torch.Tensor, k: int, group_size: int, bits: int,
     return None
 
 
-def w4a16_gemv(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
-               biases: torch.Tensor, group_size: int) -> torch.Tensor:
-    """x [M <= MAX_M, K] (fp16/bf16, last dim contiguous) @ W -> new [M, N] in x's dtype."""
-    check_tensor("x", x, 2, DTYPES)
-    check_tensor("qweight", qweight, 2, (torch.int32,), x.device)
+def launch(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
+           biases: torch.Tensor, group_size: int) -> torch.Tensor:
+    """x [M, K] @ W -> new [M, N] in x's dtype, for arguments w4a16_gemm has checked and
+    ``unsupported_reason`` takes (call ``w4a16_gemm(..., variant="gemv")``, which does both)."""
     m, k = x.shape
     n = qweight.shape[1]
-    if qweight.shape[0] * 8 != k:
-        raise ValueError(f"qweight has {qweight.shape[0]} rows of 8 codes for x's K={k}")
-    reason = unsupported_reason(x, k, group_size, 4, False)
-    if reason:
-        raise ValueError(f"w4a16_gemv does not take {reason}")
-    for name, t in (("scales", scales), ("biases", biases)):
-        check_tensor(name, t, 2, DTYPES + (torch.float32,), x.device)
-        if tuple(t.shape) != (k // group_size, n):
-            raise ValueError(f"{name} must have shape {(k // group_size, n)}, "
-                             f"got {tuple(t.shape)}")
-    if biases.stride() != scales.stride():
-        raise ValueError("scales and biases must have the same strides")
     out = torch.empty((m, n), dtype=x.dtype, device=x.device)
     if n == 0:
         return out
