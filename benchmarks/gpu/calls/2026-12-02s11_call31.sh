@@ -11,7 +11,6 @@ cd "$(dirname "$0")/../../.."
 export PYTHONUNBUFFERED=1 TRITON_INTERPRET=0 NCCL_NVLS_ENABLE=0
 export PYTHONPATH=$PWD/runtime:$PWD/kernels:$PWD/operator:$PWD
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"; work=/tmp/call31; mkdir -p "$work"
-cp "$0" "$work/command.sh"
 timeout 200 python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_quantized_cuda.py \
   tests/gpu/test_engine_cuda.py tests/gpu/test_async_scheduling_cuda.py \
   "tests/kernels/test_w4a16_gemm.py::test_gpu_every_variant_at_a_real_shape" \

@@ -9,7 +9,6 @@ cd "$(dirname "$0")/../../.."
 export PYTHONUNBUFFERED=1 TRITON_INTERPRET=0 NCCL_NVLS_ENABLE=0
 export PYTHONPATH=$PWD/runtime:$PWD/kernels:$PWD/operator:$PWD
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"; work=/tmp/call32; mkdir -p "$work"
-cp "$0" "$work/command.sh"
 pack() { tar czf "$OUT/call32.tgz" -C /tmp call32; }
 timeout 240 python3 -m pytest -v -p no:cacheprovider -m gpu tests/gpu/test_quantized_cuda.py \
   "tests/kernels/test_w4a16_gemm.py::test_gpu_every_variant_at_a_real_shape" \
