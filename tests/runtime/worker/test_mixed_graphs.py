@@ -78,6 +78,21 @@ def test_steps_the_graphs_cannot_hold_run_eagerly(tiny_model_factory):
     assert llm.engine.executor.build_mixed_graphs(4, 64, 64).max_query == 64
 
 
+def test_no_mixed_graphs_when_the_prefill_kernel_serves_every_chunk(tiny_model_factory,
+                                                                    monkeypatch):
+    """With the prefill kernel's bound at 1 token (the GPU tests' setting) no mixed step
+    is the paged kernel's: nothing to capture (call 32: a capture with max_seqlen_q 0
+    failed the paged kernel's argument check at startup)."""
+    from kubellm.runtime.attention import triton_backend
+    monkeypatch.setattr(triton_backend, "PREFILL_KERNEL_MIN_QUERY", 1)
+    llm = LLM(tiny_model_factory("llama3"), dtype="float32", attention_backend="triton",
+              block_size=8, max_num_batched_tokens=64, max_num_seqs=4, max_model_len=64,
+              kernel_switches="prefill_attention,mixed_graphs")
+    assert llm.engine.executor.build_mixed_graphs(4, 64, 64) is None
+    llm.engine.executor.switches.prefill_attention = False
+    assert llm.engine.executor.build_mixed_graphs(4, 64, 64) is not None
+
+
 def test_a_replay_over_stale_buffers_equals_the_eager_step(tiny_model_factory):
     """The static buffers still hold a larger step's metadata (8 sequences) when a step of
     3 replays, one of them a 100-token chunk spanning two of the paged kernel's tiles:

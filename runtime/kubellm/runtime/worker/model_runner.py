@@ -117,17 +117,21 @@ class ModelRunner:
         if self.switches.mixed_graphs and max_num_batched_tokens:
             self.mixed_graphs = self.build_mixed_graphs(max_num_seqs, max_model_len,
                                                         max_num_batched_tokens)
-            self.mixed_graphs.capture()
+            if self.mixed_graphs is not None:
+                self.mixed_graphs.capture()
 
     def build_mixed_graphs(self, max_num_seqs: int, max_model_len: int,
                            max_num_batched_tokens: int):
         """MixedGraphs for this model (not captured yet): steps whose every chunk the
-        paged kernel serves (mixed_graphs.py)."""
+        paged kernel serves (mixed_graphs.py); None when the prefill kernel serves every
+        chunk (a bound of 1 token), so no mixed step could replay them."""
         from kubellm.runtime.attention.triton_backend import PREFILL_KERNEL_MIN_QUERY
         from kubellm.runtime.worker.mixed_graphs import MixedGraphs, token_sizes
         sizes = token_sizes(max_num_batched_tokens)
         max_query = PREFILL_KERNEL_MIN_QUERY - 1 if self.switches.prefill_attention \
             else sizes[-1]
+        if max_query < 1:
+            return None
         return MixedGraphs(self.model, self.device, max_num_seqs,
                            -(-max_model_len // self.block_size), self.dtype, sizes,
                            max_query)
