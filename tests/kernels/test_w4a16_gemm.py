@@ -94,6 +94,33 @@ def test_gemv_programs_of_several_chunks_and_groups(monkeypatch):
     check(2, weight, torch.bfloat16, variant="gemv")
 
 
+def test_gemv_runs_a_config_it_is_given_and_names_one_that_cannot_tile_k():
+    """The config benchmark (benchmarks/gpu/gemv_configs.py) launches each config alone:
+    four rows of words per program over two groups of 32 K rows must still be the
+    reference; ROWS beyond a group's rows of words is refused by name."""
+    import kubellm.kernels.w4a16_gemv as gemv
+    weight, _ = make_weight(256, 40, group_size=32, seed=5)
+    x = torch.randn(3, 256, dtype=torch.bfloat16)
+    out = gemv.launch(x, weight["qweight"], weight["scales"], weight["biases"], 32,
+                      (32, 4, 2, 4))
+    ref = w4a16_gemm_ref(x, weight["qweight"], weight["scales"], weight["biases"], 32)
+    torch.testing.assert_close(out.float(), ref.float(), atol=2e-2, rtol=2e-2)
+    with pytest.raises(ValueError, match="ROWS=8 must divide a group's 4 rows of words"):
+        gemv.launch(x, weight["qweight"], weight["scales"], weight["biases"], 32,
+                    (32, 8, 1, 4))
+
+
+def test_the_config_cover_keeps_every_case_within_its_slack():
+    from benchmarks.gpu.gemv_configs import covering_set
+    times = {"a": {1: 10.0, 2: 10.2, 3: 30.0}, "b": {1: 20.0, 2: 12.0, 3: 12.1},
+             "c": {1: 5.0, 2: 9.0, 3: 5.1}}
+    # within 3%: a {1, 2}, b {2, 3}, c {1, 3}; each config covers two, ties go to the
+    # smallest summed time (2: 31.2 us), then 1 (35.0) before 3 (47.1) for c
+    assert covering_set(times, 0.03) == [2, 1]
+    assert covering_set(times, 0.0) == [1, 2]      # the best of a and c, then of b
+    assert covering_set(times, 10.0) == [2]        # all within 10x: the fastest overall
+
+
 def test_gemv_refuses_what_it_does_not_take():
     weight, _ = make_weight(128, 16, group_size=32)
     x = torch.randn(1, 128, dtype=torch.bfloat16)

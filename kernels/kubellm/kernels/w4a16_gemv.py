@@ -216,9 +216,13 @@ def unsupported_reason(x: torch.Tensor, k: int, group_size: int, bits: int,
 
 
 def launch(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
-           biases: torch.Tensor, group_size: int) -> torch.Tensor:
+           biases: torch.Tensor, group_size: int,
+           config: tuple[int, int, int, int] | None = None) -> torch.Tensor:
     """x [M, K] @ W -> new [M, N] in x's dtype, for arguments w4a16_gemm has checked and
-    ``unsupported_reason`` takes (call ``w4a16_gemm(..., variant="gemv")``, which does both)."""
+    ``unsupported_reason`` takes (call ``w4a16_gemm(..., variant="gemv")``, which does both).
+    ``config``: (BLOCK_N, ROWS, CHUNKS, num_warps) instead of the autotuner's choice (the
+    config benchmark, benchmarks/gpu/gemv_configs.py); its ROWS * CHUNKS must divide K / 8
+    and ROWS the group's rows of words."""
     m, k = x.shape
     n = qweight.shape[1]
     out = torch.empty((m, n), dtype=x.dtype, device=x.device)
@@ -227,10 +231,19 @@ def launch(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
     ws, counts = workspace(x.device, n)
     kwargs = dict(GROUP_SIZE=group_size, BLOCK_M=triton.next_power_of_2(m),
                   PTX=not is_interpreted(_gemv_kernel))
-    if is_interpreted(_gemv_kernel):   # small fixed tiles; several programs sum
-        kwargs.update(BLOCK_N=32, ROWS=2, CHUNKS=_INTERPRETED_CHUNKS, EVEN_N=n % 32 == 0)
-    kernel = kernel_for(_gemv_kernel, x.device, tuned=None if is_interpreted(_gemv_kernel)
-                        else _tuned(group_size))
+    tuned = None if is_interpreted(_gemv_kernel) else _tuned(group_size)
+    if is_interpreted(_gemv_kernel) and config is None:   # small fixed tiles; several
+        config = (32, 2, _INTERPRETED_CHUNKS, 4)          # programs sum
+    if config is not None:
+        block_n, rows, chunks, warps = config
+        if (group_size // 8) % rows or (k // 8) % (rows * chunks):
+            raise ValueError(f"gemv config {config}: ROWS={rows} must divide a group's "
+                             f"{group_size // 8} rows of words and ROWS*CHUNKS K's {k // 8}")
+        kwargs.update(BLOCK_N=block_n, ROWS=rows, CHUNKS=chunks, EVEN_N=n % block_n == 0)
+        if not is_interpreted(_gemv_kernel):
+            kwargs.update(num_warps=warps, num_stages=1)
+        tuned = None
+    kernel = kernel_for(_gemv_kernel, x.device, tuned=tuned)
 
     def grid(meta):
         check_tiles(triton.cdiv(n, meta["BLOCK_N"]), counts)
