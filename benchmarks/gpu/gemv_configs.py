@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from benchmarks.gpu.gemv import GROUP, SHAPES, SMOKE_GROUP, SMOKE_SHAPES, make_weights
+from benchmarks.gpu.gemv import GROUP, SHAPES, SMOKE_GROUP, SMOKE_SHAPES
 from benchmarks.gpu.w4a16 import COLD_BYTES, call_us, significant
 
 ROWS = (1, 2, 4)
@@ -41,26 +42,30 @@ def fits(config, k: int) -> bool:
 
 
 def _compile_one(config, shapes, smoke: bool) -> float:
-    """Seconds to compile ``config`` for every row count (and both EVEN_N cases the
-    shapes need): one call per (shape, rows) on small random inputs."""
+    """Seconds to compile ``config`` for every row count and both EVEN_N cases, on small
+    inputs (a compile depends on the shapes only through constants and divisibility:
+    K of one group per program, N of one tile or a tile and a bit; call 34 built the
+    real weights on the host in every process and ran out of time before a timing)."""
     import torch
 
-    from kubellm.kernels.quant_layout import pack_codes
     from kubellm.kernels.w4a16_gemv import launch
     device = "cpu" if smoke else "cuda"
     group = SMOKE_GROUP if smoke else GROUP
     dtype = torch.float32 if smoke else torch.bfloat16
+    block_n, rows, chunks, _ = config
+    k = math.lcm(group, 8 * rows * chunks)
     t0 = time.perf_counter()
-    for k, n in shapes:
-        if not fits(config, k):
-            continue
-        q = pack_codes(torch.randint(0, 16, (k, n)), 4).to(device)
+    for n in sorted({block_n, block_n + 16} if any(n % block_n for _, n in shapes)
+                    else {block_n}):
+        q = torch.randint(-2**31, 2**31 - 1, (k // 8, n), dtype=torch.int32, device=device)
         s = torch.ones(k // group, n, dtype=dtype, device=device)
         for m in ROWS:
             launch(torch.randn(m, k, dtype=dtype, device=device), q, s, s, group, config)
     if device == "cuda":
         torch.cuda.synchronize()
-    return time.perf_counter() - t0
+    took = time.perf_counter() - t0
+    print(f"compiled {config} in {took:.1f} s", flush=True)
+    return took
 
 
 def compile_all(configs, shapes, smoke: bool, workers: int) -> dict:
@@ -88,6 +93,22 @@ def covering_set(times: dict, slack: float) -> list:
     return chosen
 
 
+def int4_copies(k: int, n: int, group: int, device: str, dtype, copies_of):
+    """Random packed codes, scales and biases made on the device (the real layout; the
+    head's 525 M codes would take the host a while), as many copies as keep them out of
+    L2 -> (copies, bytes of one)."""
+    import torch
+    gen = torch.Generator(device).manual_seed(k + n)
+    nbytes = k // 8 * n * 4 + 2 * (k // group) * n * torch.tensor([], dtype=dtype).element_size()
+
+    def one():
+        q = torch.randint(-2**31, 2**31 - 1, (k // 8, n), dtype=torch.int32, device=device,
+                          generator=gen)
+        scales = (torch.rand(k // group, n, device=device, generator=gen) * 0.004 + 0.001)
+        return q, scales.to(dtype), (-8 * scales).to(dtype)
+    return [one() for _ in range(copies_of(nbytes))], nbytes
+
+
 def run(smoke: bool, workers: int, slack: float) -> dict:
     import torch
 
@@ -109,7 +130,7 @@ def run(smoke: bool, workers: int, slack: float) -> dict:
     copies_of = (lambda b: 1) if smoke else (lambda b: max(2, -(-COLD_BYTES // b)))
     times, rows = {}, []
     for k, n in shapes:
-        copies, nbytes = make_weights(k, n, device, dtype, copies_of, smoke)["int4"]
+        copies, nbytes = int4_copies(k, n, group, device, dtype, copies_of)
         for m in ROWS:
             x = torch.randn(m, k, generator=torch.Generator().manual_seed(m)).to(device, dtype)
             ref = w4a16_gemm_ref(x, *copies[0], group).float()

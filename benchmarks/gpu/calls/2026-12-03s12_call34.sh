@@ -8,5 +8,5 @@ export PYTHONUNBUFFERED=1 TRITON_INTERPRET=0 NCCL_NVLS_ENABLE=0
 export PYTHONPATH=$PWD/runtime:$PWD/kernels:$PWD/operator:$PWD
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"; work=/tmp/call34; mkdir -p "$work"
 pack() { tar czf "$OUT/call34.tgz" -C /tmp call34; }
-timeout 330 python3 -m benchmarks.gpu.gemv_configs --out "$work" > "$work/gemv_configs.log" 2>&1
+timeout 250 python3 -m benchmarks.gpu.gemv_configs --out "$work" > "$work/gemv_configs.log" 2>&1
 echo "gemv_configs exit $?"; grep -v "^gemv_configs " "$work/gemv_configs.log" | tail -40; pack
