@@ -110,6 +110,16 @@ def test_gemv_runs_a_config_it_is_given_and_names_one_that_cannot_tile_k():
                     (32, 8, 1, 4))
 
 
+def test_gemv_tunes_over_configs_whose_rows_lie_in_one_group():
+    """Groups of 128 and 64 K rows take the two configs call 35 chose; GGUF's groups of 32
+    (four rows of words) the four-row one, which the others' eight rows would straddle."""
+    import kubellm.kernels.w4a16_gemv as gemv
+    assert gemv.configs_for(128) == gemv.configs_for(64) == list(gemv._CONFIGS)
+    assert gemv.configs_for(32) == [(1024, 4, 1, 4)]
+    for group in (32, 64, 128):
+        assert all((group // 8) % rows == 0 for _, rows, _, _ in gemv.configs_for(group))
+
+
 def test_the_config_cover_keeps_every_case_within_its_slack():
     from benchmarks.gpu.gemv_configs import covering_set
     times = {"a": {1: 10.0, 2: 10.2, 3: 30.0}, "b": {1: 20.0, 2: 12.0, 3: 12.1},

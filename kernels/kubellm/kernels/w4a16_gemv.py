@@ -167,12 +167,16 @@ def _gemv_kernel(
 
 # (BLOCK_N, ROWS, CHUNKS, num_warps): a thread holds BLOCK_N / (32 * num_warps) columns
 # (x's work of a row is shared by them); ROWS * CHUNKS rows of words per program (more
-# per program: fewer partial sums into the workspace, fewer programs to keep SMs busy)
-_CONFIGS = ((1024, 8, 1, 4), (1024, 16, 1, 4), (1024, 4, 1, 4), (512, 8, 1, 2),
-            (512, 16, 1, 2), (512, 8, 1, 4), (512, 16, 1, 4), (2048, 8, 1, 8),
-            (2048, 4, 1, 8), (256, 16, 1, 1), (256, 16, 1, 2), (1024, 8, 1, 8),
-            (1024, 8, 2, 8), (1024, 16, 2, 8), (1024, 16, 2, 4), (2048, 16, 2, 8),
-            (512, 16, 4, 4))
+# per program: fewer partial sums into the workspace, fewer programs to keep SMs busy).
+# Two configs: the autotuner compiles each one for every row count (BLOCK_M 1, 2, 4)
+# before the first request, and the 17 tried until s12 took 62 s at one row and 160 s at
+# four (call 33) -- those of CHUNKS > 1 compiled in 15-147 s each. On the H200 (call 35,
+# benchmarks/gpu/gemv_configs.py, each config alone) these two are within 3% of the best
+# of the 17 at all five Llama-3-8B shapes (projections and a 4-bit head) at 1, 2 and 4
+# rows, and compile in 15 s of the 17's 403.
+_CONFIGS = ((512, 8, 1, 2), (1024, 8, 1, 8))
+# groups of 32 K rows (GGUF's blocks) hold 4 rows of words: ROWS=8 cannot lie in one
+_SMALL_GROUP_CONFIGS = ((1024, 4, 1, 4),)
 _TUNED: dict[int, object] = {}
 _INTERPRETED_CHUNKS = 1   # (a test sets 2: chunks of two groups in one program)
 
@@ -184,13 +188,19 @@ def _whole_programs(configs, named_args, **kwargs):
     return [c for c in configs if rows % (c.kwargs["ROWS"] * c.kwargs["CHUNKS"]) == 0]
 
 
+def configs_for(group_size: int) -> list[tuple[int, int, int, int]]:
+    """The configs whose rows of words lie in one group of ``group_size`` K rows."""
+    fits = lambda configs: [c for c in configs if (group_size // 8) % c[1] == 0]  # noqa: E731
+    return fits(_CONFIGS) or fits(_SMALL_GROUP_CONFIGS)
+
+
 def _tuned(group_size: int):
     """The kernel autotuned over the configs whose K tile lies in one group."""
     tuned = _TUNED.get(group_size)
     if tuned is None:
         configs = [triton.Config({"BLOCK_N": n, "ROWS": r, "CHUNKS": c}, num_warps=w,
                                  num_stages=1)
-                   for n, r, c, w in _CONFIGS if (group_size // 8) % r == 0]
+                   for n, r, c, w in configs_for(group_size)]
         even = triton.heuristics({"EVEN_N": lambda a: a["N"] % a["BLOCK_N"] == 0})
         tuned = triton.autotune(configs=configs, key=["M_BUCKET", "N", "K"],
                                 prune_configs_by={"early_config_prune": _whole_programs})(
