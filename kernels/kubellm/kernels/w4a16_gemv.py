@@ -169,7 +169,7 @@ def _gemv_kernel(
 # (x's work of a row is shared by them); ROWS * CHUNKS rows of words per program (more
 # per program: fewer partial sums into the workspace, fewer programs to keep SMs busy).
 # Two configs: the autotuner compiles each one for every row count (BLOCK_M 1, 2, 4)
-# before the first request, and the 17 tried until s12 took 62 s at one row and 160 s at
+# before the first request, and the 17 tried before took 62 s at one row and 160 s at
 # four (call 33) -- those of CHUNKS > 1 compiled in 15-147 s each. On the H200 (call 35,
 # benchmarks/gpu/gemv_configs.py, each config alone) these two are within 3% of the best
 # of the 17 at all five Llama-3-8B shapes (projections and a 4-bit head) at 1, 2 and 4

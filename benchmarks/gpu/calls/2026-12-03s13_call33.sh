@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# s12, ~480 s: the GPU tests call 32 left red or unfinished. (1) the engine's and async
+# s13, ~480 s: the GPU tests call 32 left red or unfinished. (1) the engine's and async
 # scheduling's CUDA tests (call 32: 3 kernel-switch tests failed at startup, a mixed-step
 # graph captured with max_seqlen_q 0 under the tests' prefill-kernel bound of 1 token;
 # fixed in model_runner.build_mixed_graphs); (2) the 4-bit/FP8 engine tests and the W4A16
