@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# s13, the session's last ~225 s of device time (two machine starts failed): (1) the 4-bit/FP8 engine GPU tests and the
-# W4A16 variant test with the gemv kernel tuned over the two configs call 35 chose (calls
-# 32 and 33 ran out of time autotuning 17); (2) the 4-bit engine alone (decode at batch
-# 1-256, W, memory; bf16's figures are call 31's, a different run), only if (1) leaves it
-# time before the tool's limit. Triton's on-disk cache carries the compiled kernels from
-# (1) to (2).
+# Not run in s13: too little device time was left to start a machine after two failed
+# starts. For the next session, ~330 s: (1) the 4-bit/FP8 engine GPU tests and the W4A16
+# variant test with the gemv kernel tuned over the two configs call 35 chose (calls 32
+# and 33 ran out of time autotuning 17); (2) the 4-bit engine alone (decode at batch
+# 1-256, W, memory; call 37 compares it with bf16 in one run). Triton's on-disk cache
+# carries the compiled kernels from (1) to (2).
 cd "$(dirname "$0")/../../.."
 export PYTHONUNBUFFERED=1 TRITON_INTERPRET=0 NCCL_NVLS_ENABLE=0
 export PYTHONPATH=$PWD/runtime:$PWD/kernels:$PWD/operator:$PWD
