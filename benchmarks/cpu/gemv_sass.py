@@ -1,0 +1,63 @@
+"""SASS instruction counts of the 4-bit GEMV kernel (kernels/w4a16_gemv.py) built for the
+H200 (sm_90) on a machine without one, through Triton's bundled ptxas
+(tests/kernels/sass_for_hopper.py): per config, row count (BLOCK_M) and with the words'
+dots in inline PTX or in Triton's own code. What a thread's instructions cost per weight
+is what bounds the kernel (ncu, call 29: issuing instructions, not the read).
+
+    python -m benchmarks.cpu.gemv_sass            # the kernel's autotuning configs
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from tests.paths import ROOT
+
+_NAMES = ["x_ptr", "qw_ptr", "scale_ptr", "bias_ptr", "out_ptr", "ws_ptr", "count_ptr",
+          "M", "N", "K", "M_BUCKET", "stride_xm", "stride_qk", "stride_sg", "stride_om",
+          "stride_wm"]
+_TYPES = ["*bf16", "*i32", "*bf16", "*bf16", "*bf16", "*fp32", "*i32"] + ["i32"] * 9
+
+
+def spec(block_m: int, block_n: int, rows: int, warps: int, ptx: bool = True) -> dict:
+    """sass_for_hopper's spec of a launch with bf16 activations, groups of 128, one chunk,
+    N a multiple of the tile, and the arguments Triton specializes as divisible by 16."""
+    constexprs = {"GROUP_SIZE": 128, "BLOCK_M": block_m, "BLOCK_N": block_n, "ROWS": rows,
+                  "CHUNKS": 1, "EVEN_N": True, "PTX": ptx}
+    return {"signature": {**dict(zip(_NAMES, _TYPES)), **{c: "constexpr" for c in constexprs}},
+            "constexprs": constexprs, "num_warps": warps,
+            "divisible_by_16": [i for i, n in enumerate(_NAMES) if n not in ("M", "M_BUCKET")]}
+
+
+def opcodes(launch_spec: dict) -> dict[str, int]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.kernels.sass_for_hopper", "kubellm.kernels.w4a16_gemv",
+         "_gemv_kernel", json.dumps(launch_spec)], capture_output=True, text=True,
+        timeout=300, cwd=ROOT, env={**os.environ, "TRITON_INTERPRET": "0"})
+    if proc.returncode:
+        raise RuntimeError(proc.stderr[-3000:])
+    return json.loads(proc.stdout)
+
+
+def words_per_thread(block_n: int, rows: int, warps: int) -> int:
+    return rows * block_n // (32 * warps)
+
+
+def main() -> int:
+    from kubellm.kernels.w4a16_gemv import _CONFIGS
+    for block_n, rows, _, warps in _CONFIGS:
+        for block_m in (1, 2, 4):
+            for ptx in (True, False):
+                ops = opcodes(spec(block_m, block_n, rows, warps, ptx))
+                weights = 8 * words_per_thread(block_n, rows, warps)
+                row = {"config": f"{block_n}x{rows}x1x{warps}", "rows": block_m, "ptx": ptx,
+                       "instructions_per_weight": round(sum(ops.values()) / weights, 2),
+                       **{op: ops.get(op, 0) for op in ("LOP3", "FFMA", "SHF", "FADD")}}
+                print(json.dumps(row), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
