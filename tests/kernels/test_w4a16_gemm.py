@@ -295,7 +295,7 @@ def test_gemv_compiles_for_hopper_within_its_instruction_budget():
     (call 30 measured 4.1 executed on the H200; the kernels it replaced, 8-9). At four
     rows ptxas still turns a word's codes into floats once for all rows (the asm is pure):
     8 LOP3 a word, 8 FFMA a word and row."""
-    from benchmarks.cpu.gemv_sass import opcodes, spec, words_per_thread
+    from tests.kernels.gemv_sass import opcodes, spec, words_per_thread
     words = words_per_thread(1024, 8, 8)          # ROWS x BLOCK_N words over 256 threads
     ops = opcodes(spec(1, 1024, 8, 8))
     assert 8 * words <= ops["LOP3"] <= 8 * words + 16, ops

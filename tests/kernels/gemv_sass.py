@@ -1,10 +1,12 @@
 """SASS instruction counts of the 4-bit GEMV kernel (kernels/w4a16_gemv.py) built for the
 H200 (sm_90) on a machine without one, through Triton's bundled ptxas
-(tests/kernels/sass_for_hopper.py): per config, row count (BLOCK_M) and with the words'
+(sass_for_hopper.py beside this file): per config, row count (BLOCK_M) and with the words'
 dots in inline PTX or in Triton's own code. What a thread's instructions cost per weight
 is what bounds the kernel (ncu, call 29: issuing instructions, not the read).
 
-    python -m benchmarks.cpu.gemv_sass            # the kernel's autotuning configs
+    python -m tests.kernels.gemv_sass            # the kernel's autotuning configs
+
+A tool beside the tests (benchmarks never import tests), as sass_for_hopper is.
 """
 from __future__ import annotations
 
