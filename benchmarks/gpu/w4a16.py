@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 BATCHES, CONTEXT, GROUP_SIZE = (1, 8, 32, 64, 256), 512, 128
-SMOKE_BATCHES, SMOKE_CONTEXT, SMOKE_GROUP = (1, 4), 16, 32
+SMOKE_BATCHES, SMOKE_CONTEXT, SMOKE_GROUP = (1, 4), 16, 64
 # Llama-3-8B projections (K in, N out): qkv, o, gate+up, down
 GEMM_SHAPES = [(4096, 6144), (4096, 4096), (4096, 28672), (14336, 4096)]
 SMOKE_GEMM_SHAPES = [(64, 128), (128, 64)]   # the second one tinygemm takes too
@@ -110,9 +110,9 @@ def kernel_part(args) -> dict:
     from benchmarks.gpu import workload_w as W
     from kubellm.kernels import tinygemm
     from kubellm.kernels.quant_layout import pack_codes
-    from kubellm.kernels.w4a16_gemm import (DEFAULT_VARIANT, GEMV_DEFAULT_MAX_M, VARIANTS,
-                                            w4a16_gemm)
-    from kubellm.kernels.w4a16_gemv import unsupported_reason as gemv_unsupported
+    from kubellm.kernels import w4a16_gemv, w4a16_gemv_tc
+    from kubellm.kernels.w4a16_gemm import VARIANTS, default_variant, w4a16_gemm
+    gemvs = {"gemv": w4a16_gemv, "gemv-tc": w4a16_gemv_tc}
     device = "cpu" if args.smoke else "cuda"
     if args.smoke:
         W.DEVICE, W.DTYPE = "cpu", torch.float32
@@ -149,10 +149,11 @@ def kernel_part(args) -> dict:
             row = {"k": k, "n": n, "m": m, "bf16_linear_us": significant(us_dense),
                    "variants": {}}
             for variant in args.variants.split(",") if args.variants else VARIANTS:
-                # gemv takes fp16/bf16 only: the CPU smoke run's fp32 rows go in as bf16
-                xv = x.to(bf16) if variant == "gemv" and x.dtype == torch.float32 else x
-                if variant == "gemv" and gemv_unsupported(xv, k, group, 4, False):
-                    continue   # more rows than GEMV_MAX_M
+                # the GEMVs take fp16/bf16 only: the CPU smoke run's fp32 rows go in as bf16
+                xv = x.to(bf16) if variant in gemvs and x.dtype == torch.float32 else x
+                if variant in gemvs and gemvs[variant].unsupported_reason(xv, k, group, 4,
+                                                                          False):
+                    continue   # more rows than the GEMV takes
                 us = call_us([lambda q=q, v=variant, xv=xv: w4a16_gemm(xv, *q, group, 4,
                                                                        variant=v)
                               for q in quant], device)
@@ -163,8 +164,7 @@ def kernel_part(args) -> dict:
                     "weight_read_tb_s": significant(read_tb_s),
                     "of_copy_bandwidth": significant(read_tb_s / copy_tb_s)}
             # what w4a16_gemm runs without a variant (for the smoke run's fp32: "dot")
-            row["default"] = "gemv" if m <= GEMV_DEFAULT_MAX_M and dtype != torch.float32 \
-                else DEFAULT_VARIANT
+            row["default"] = default_variant(x, k, group, 4, False)
             if peer is not None and not args.variants:
                 # same product as ours (checked here, so a wrong repack cannot time well)
                 xb = x.to(bf16)
@@ -298,9 +298,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.part == "kernel":
         (out / "w4a16_kernel.json").write_text(json.dumps(kernel_part(args), indent=1))
         return 0
-    if variants and not {DEFAULT_VARIANT, "gemv"} <= variants:   # the summary's GEMM
-        # figures are the defaults' (gemv for the fewest rows)
-        ap.error(f"--variants: the whole run needs {DEFAULT_VARIANT!r} and 'gemv' among them")
+    defaults = {DEFAULT_VARIANT, "gemv", "gemv-tc"}
+    if variants and not defaults <= variants:   # the summary's GEMM figures are the
+        # defaults' (the GEMVs for few rows)
+        ap.error(f"--variants: the whole run needs {', '.join(sorted(defaults))} among them")
     names = [e.strip() for e in args.engines.split(",") if e.strip()]
     unknown = [e for e in names if e not in ENGINES or e == "bf16"]
     if unknown or not names:

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from kubellm.kernels.w4a16_gemm import GEMV_MAX_M
+from kubellm.kernels.w4a16_gemm import GEMV_MAX_M, GEMV_TC_MAX_M
 
 from tests.benchmarks.smoke import run_module
 from tests.figures import is_figure
@@ -23,17 +23,17 @@ def test_w4a16_smoke_writes_figures(tmp_path):
     assert result["4bit"]["quantization"] == "4bit" and "quantization" not in result["bf16"]
     assert "kernel_switches" not in result["4bit"]
     assert result["4bit-tinygemm"]["kernel_switches"] == "w4a16_tinygemm"
-    # the 4-bit engine holds its linears in about a fifth of fp32's bytes (groups of 32)
+    # the 4-bit engine holds its linears in under a quarter of fp32's bytes (groups of 64)
     assert result["4bit"]["linear_weight_bytes"] < result["bf16"]["linear_weight_bytes"] / 4
     assert min(result["4bit"]["num_kv_blocks"], result["bf16"]["num_kv_blocks"]) > 0
     assert is_figure(result["4bit"]["workload_w"]["output_tok_s"])
     gemm = result["kernel"]["gemm"]
     assert {(r["k"], r["n"], r["m"]) for r in gemm} == {(64, 128, 1), (64, 128, 4),
                                                         (128, 64, 1), (128, 64, 4)}
-    # every variant that takes the rows is timed: gemv only up to its row limit
-    assert all(set(r["variants"]) == ({"gemv", "dot", "dot-rows", "dot-zeros"}
-                                      if r["m"] <= GEMV_MAX_M
-                                      else {"dot", "dot-rows", "dot-zeros"}) for r in gemm)
+    # every variant that takes the rows is timed: the GEMVs only up to their row limits
+    assert all(set(r["variants"]) == {"dot", "dot-rows", "dot-zeros"}
+               | ({"gemv"} if r["m"] <= GEMV_MAX_M else set())
+               | ({"gemv-tc"} if r["m"] <= GEMV_TC_MAX_M else set()) for r in gemm)
     assert all(is_figure(v["weight_read_tb_s"]) and is_figure(v["of_copy_bandwidth"])
                for r in gemm for v in r["variants"].values())
     assert all(r["best"] in r["variants"] and r["default"] in r["variants"] for r in gemm)
@@ -63,7 +63,7 @@ def test_w4a16_refuses_an_unknown_engine(tmp_path, capsys):
 
 def test_w4a16_whole_run_refuses_variants_without_the_default(tmp_path, capsys):
     err = refusal(capsys, "--out", str(tmp_path), "--variants", "dot-zeros")
-    assert "--variants: the whole run needs 'dot'" in err
+    assert "--variants: the whole run needs dot, gemv, gemv-tc among them" in err
     assert "--variants: unknown ['dot-fast']" in refusal(capsys, "--out", str(tmp_path),
                                                          "--variants", "dot,dot-fast")
 

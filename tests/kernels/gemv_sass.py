@@ -33,10 +33,24 @@ def spec(block_m: int, block_n: int, rows: int, warps: int, ptx: bool = True) ->
             "divisible_by_16": [i for i, n in enumerate(_NAMES) if n not in ("M", "M_BUCKET")]}
 
 
+def tc_spec(block_m: int, block_n: int, rows: int, chunks: int, warps: int) -> dict:
+    """The same for the tensor-core GEMV (kernels/w4a16_gemv_tc.py), bf16."""
+    constexprs = {"GROUP_SIZE": 128, "BLOCK_M": block_m, "BLOCK_N": block_n, "ROWS": rows,
+                  "CHUNKS": chunks, "EVEN_N": True,
+                  "PAIR_PTX": "lop3.b32 $0, $1, 0x000F000F, 0x43004300, 0xEA;",
+                  "OFFSET": 128.0, "PTX": True}
+    return {"signature": {**dict(zip(_NAMES, _TYPES)), **{c: "constexpr" for c in constexprs}},
+            "constexprs": constexprs, "num_warps": warps, "kernel": "_gemv_tc_kernel",
+            "module": "kubellm.kernels.w4a16_gemv_tc",
+            "divisible_by_16": [i for i, n in enumerate(_NAMES) if n not in ("M", "M_BUCKET")]}
+
+
 def opcodes(launch_spec: dict) -> dict[str, int]:
     proc = subprocess.run(
-        [sys.executable, "-m", "tests.kernels.sass_for_hopper", "kubellm.kernels.w4a16_gemv",
-         "_gemv_kernel", json.dumps(launch_spec)], capture_output=True, text=True,
+        [sys.executable, "-m", "tests.kernels.sass_for_hopper",
+         launch_spec.get("module", "kubellm.kernels.w4a16_gemv"),
+         launch_spec.get("kernel", "_gemv_kernel"), json.dumps(launch_spec)],
+        capture_output=True, text=True,
         timeout=300, cwd=ROOT, env={**os.environ, "TRITON_INTERPRET": "0"})
     if proc.returncode:
         raise RuntimeError(proc.stderr[-3000:])
@@ -58,6 +72,15 @@ def main() -> int:
                        "instructions_per_weight": round(sum(ops.values()) / weights, 2),
                        **{op: ops.get(op, 0) for op in ("LOP3", "FFMA", "SHF", "FADD")}}
                 print(json.dumps(row), flush=True)
+    from kubellm.kernels.w4a16_gemv_tc import _CONFIGS as TC_CONFIGS
+    for block_n, chunks, warps in TC_CONFIGS:
+        for block_m in (8, 16):
+            ops = opcodes(tc_spec(block_m, block_n, 16, chunks, warps))
+            weights = 8 * words_per_thread(block_n, 16 * chunks, warps)
+            print(json.dumps({"tc_config": f"{block_n}x16x{chunks}x{warps}", "rows": block_m,
+                              "instructions_per_weight": round(sum(ops.values()) / weights, 2),
+                              **{op: ops.get(op, 0) for op in ("HGMMA", "LOP3", "STL", "LDS")}}),
+                  flush=True)
     return 0
 
 

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from kubellm.kernels.quant_layout import dequantize, pack_codes, unpack_codes
-from kubellm.kernels.w4a16_gemm import (GEMV_DEFAULT_MAX_M, GEMV_MAX_M, TOLERANCES, VARIANTS,
-                                        w4a16_gemm, w4a16_gemm_ref)
+from kubellm.kernels.w4a16_gemm import (GEMV_DEFAULT_MAX_M, GEMV_MAX_M, GEMV_TC_MAX_M,
+                                        TOLERANCES, VARIANTS, w4a16_gemm, w4a16_gemm_ref)
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 
@@ -62,7 +62,7 @@ def test_matches_reference(m, dtype):
     check(m, weight, dtype)
 
 
-@pytest.mark.parametrize("variant", [v for v in VARIANTS if v != "gemv"])
+@pytest.mark.parametrize("variant", [v for v in VARIANTS if not v.startswith("gemv")])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_every_dot_variant_matches_reference(variant, dtype):
     """Each tensor-core kernel: one group per tile, groups smaller than a tile, and
@@ -83,6 +83,44 @@ def test_gemv_matches_reference(m, dtype):
         check(m, weight, dtype, variant="gemv")
     extremes = dict(weight, qweight=pack_codes(torch.randint(0, 2, (384, 40)) * 15, 4))
     check(m, extremes, dtype, variant="gemv")
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("m", [2, 8, 9, GEMV_TC_MAX_M])   # 8- and 16-column MMA tiles
+def test_gemv_tc_matches_reference(m, dtype):
+    """The tensor-core GEMV: groups of 64 (chunks of 8 rows of words) and 128 (16), N a
+    multiple of the interpreter's 32 columns or not, codes 0 and 15 at every position
+    of a word (the pairs of codes j and j + 4 one LOP3 makes)."""
+    for k, n, group_size in ((256, 64, 64), (384, 40, 128)):
+        weight, codes = make_weight(k, n, group_size=group_size, seed=k + n)
+        check(m, weight, dtype, variant="gemv-tc")
+    extremes = dict(weight, qweight=pack_codes(torch.randint(0, 2, (384, 40)) * 15, 4))
+    check(m, extremes, dtype, variant="gemv-tc")
+
+
+def test_gemv_tc_programs_of_two_chunks_and_a_config_that_cannot_tile_k():
+    from kubellm.kernels import w4a16_gemv_tc
+    weight, _ = make_weight(512, 40, group_size=64, seed=4)   # 64 rows of words: 4 programs
+    w = dict(weight, scales=weight["scales"].bfloat16(), biases=weight["biases"].bfloat16())
+    x = torch.randn(3, 512).bfloat16()
+    out = w4a16_gemv_tc.launch(x, w["qweight"], w["scales"], w["biases"], 64, (32, 2, 4))
+    ref = w4a16_gemm_ref(x, w["qweight"], w["scales"], w["biases"], 64)
+    torch.testing.assert_close(out.float(), ref.float(), atol=0.05, rtol=0.02)
+    with pytest.raises(ValueError, match="3 chunks of 8 rows of words must divide K's 64"):
+        w4a16_gemv_tc.launch(x, w["qweight"], w["scales"], w["biases"], 64, (32, 3, 4))
+
+
+def test_gemv_tc_refuses_what_it_does_not_take():
+    weight, _ = make_weight(128, 16, group_size=32)
+    x = torch.randn(2, 128, dtype=torch.bfloat16)
+    for kwargs, why in ((dict(x=x.float()), "float32 activations"),
+                        (dict(x=torch.randn(17, 128, dtype=torch.bfloat16)), "17 rows"),
+                        ({}, "group size 32"),
+                        (dict(group_size=64, scales=torch.rand(2, 16), biases=torch.rand(2, 16),
+                              g_idx=torch.arange(128, dtype=torch.int32) // 64), "g_idx")):
+        args = {**weight, "x": x, **kwargs}
+        with pytest.raises(ValueError, match=f"gemv-tc variant does not take .*{why}"):
+            w4a16_gemm(args.pop("x"), **args, variant="gemv-tc")
 
 
 def test_gemv_programs_of_several_chunks_and_groups(monkeypatch):
@@ -144,18 +182,27 @@ def test_gemv_refuses_what_it_does_not_take():
             w4a16_gemm(args.pop("x"), **args, variant="gemv")
 
 
-def test_the_default_sends_few_rows_to_gemv_where_it_takes_them(monkeypatch):
+def test_the_default_sends_few_rows_to_the_gemvs_where_they_take_them(monkeypatch):
+    """One row to the FFMA GEMV, 2-16 to the tensor-core one, more to "dot"; a call a GEMV
+    does not take (fp32, act-order, groups of 32 for gemv-tc) to the next that does."""
     import kubellm.kernels.w4a16_gemv as gemv
+    import kubellm.kernels.w4a16_gemv_tc as gemv_tc
     calls = []
-    real = gemv.launch
-    monkeypatch.setattr(gemv, "launch", lambda x, *a: calls.append(x.shape) or real(x, *a))
-    weight, _ = make_weight(128, 48, group_size=32)
-    check(1, weight, torch.bfloat16)                    # gemv
-    check(GEMV_DEFAULT_MAX_M, weight, torch.float16)    # gemv
-    check(GEMV_DEFAULT_MAX_M + 1, weight, torch.bfloat16)   # more rows: dot
-    check(1, weight, torch.float32)                     # fp32 activations: dot
+    for name, module in (("gemv", gemv), ("gemv-tc", gemv_tc)):
+        real = module.launch
+        monkeypatch.setattr(module, "launch", lambda x, *a, name=name, real=real:
+                            calls.append((name, x.shape[0])) or real(x, *a))
+    weight, _ = make_weight(128, 48, group_size=64)
+    check(1, weight, torch.bfloat16)                        # gemv
+    check(2, weight, torch.float16)                         # gemv-tc
+    check(GEMV_TC_MAX_M, weight, torch.bfloat16)            # gemv-tc
+    check(GEMV_TC_MAX_M + 1, weight, torch.bfloat16)        # more rows: dot
+    check(1, weight, torch.float32)                         # fp32 activations: dot
     check(1, make_weight(128, 48, group_size=32, act_order=True)[0], torch.bfloat16)
-    assert calls == [(1, 128), (GEMV_DEFAULT_MAX_M, 128)]
+    check(3, make_weight(128, 48, group_size=32)[0], torch.bfloat16)   # dot
+    check(1, make_weight(128, 48, group_size=32)[0], torch.bfloat16)   # gemv
+    assert GEMV_DEFAULT_MAX_M == 1
+    assert calls == [("gemv", 1), ("gemv-tc", 2), ("gemv-tc", GEMV_TC_MAX_M), ("gemv", 1)]
 
 
 @pytest.fixture
@@ -284,7 +331,8 @@ def test_gpu_act_order_and_eight_bit(cuda):
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_gpu_every_variant_at_a_real_shape(cuda, variant):
     weight, _ = make_weight(4096, 6144, group_size=128, device=cuda)
-    for m in ([1, GEMV_MAX_M] if variant == "gemv" else [1, 16, 64]):
+    rows = {"gemv": [1, GEMV_MAX_M], "gemv-tc": [1, 2, 8, 9, GEMV_TC_MAX_M]}
+    for m in rows.get(variant, [1, 16, 64]):
         check(m, weight, torch.bfloat16, cuda, variant=variant)
 
 
@@ -304,3 +352,19 @@ def test_gemv_compiles_for_hopper_within_its_instruction_budget():
     ops = opcodes(spec(4, 1024, 8, 8))
     assert 8 * words <= ops["LOP3"] <= 8 * words + 16, ops
     assert 4 * 8 * words <= ops["FFMA"] <= 4 * 8 * words + 64, ops
+
+
+def test_gemv_tc_compiles_for_hopper_to_register_fed_wgmma():
+    """The tensor-core GEMV built for sm_90: the weights reach wgmma (HGMMA) from
+    registers, one LOP3 per pair of codes (no per-code unpacking), no spills, and under
+    4.5 instructions per weight at 8 and 16 rows (3.41 and 4.25 when written, the
+    epilogue over 16 columns included; the FFMA GEMV: 8.9 at four rows)."""
+    from tests.kernels.gemv_sass import opcodes, tc_spec, words_per_thread
+    for block_m in (8, 16):
+        ops = opcodes(tc_spec(block_m, 256, 16, 1, 4))
+        weights = 8 * words_per_thread(256, 16, 4)          # 256 x 16 words over 128 threads
+        mmas = 4 * 2 * (256 // 64)     # pairs x K steps of 16 x wgmma tiles of 64 columns
+        assert ops.get("HGMMA", 0) == mmas, ops
+        assert weights // 2 <= ops["LOP3"] <= weights // 2 + 64, ops
+        assert not ops.get("STL") and not ops.get("LDL"), ops
+        assert sum(ops.values()) < 4.5 * weights, ops

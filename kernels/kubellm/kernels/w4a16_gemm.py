@@ -20,7 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kubellm.kernels import w4a16_gemv
+from kubellm.kernels import w4a16_gemv, w4a16_gemv_tc
 from kubellm.kernels._launch import FLOAT_DTYPES, check_tensor, is_interpreted, kernel_for
 from kubellm.kernels.quant_layout import codes_per_word, dequantize
 from kubellm.kernels.split_k import MAX_M as DECODE_MAX_M
@@ -153,14 +153,27 @@ _prefill_tuned = triton.autotune(configs=_configs(False), key=_KEY)(_w4a16_kerne
 # per weight and read DRAM at 18-24% of its peak -- bound by issuing instructions, not
 # by the read. Codes made bf16 by integer ops with the scale after the dot, and a dot per
 # code position, lost to "dot" (1.1-1.5x and 1.2-3.9x slower) and were removed.
-VARIANTS = ("gemv", "dot", "dot-rows", "dot-zeros")
+VARIANTS = ("gemv", "gemv-tc", "dot", "dot-rows", "dot-zeros")
 DEFAULT_VARIANT = "dot"   # the dot kernel's tiling follows M (decode or prefill) ...
-GEMV_MAX_M = w4a16_gemv.MAX_M  # ... but calls of at most GEMV_DEFAULT_MAX_M rows that the
-# gemv kernel takes go to it: on the H200 (call 30, the four projections and a 4-bit LM
-# head) it beat "dot" at 1 and 2 rows on every shape (1.6-2.5x at 1 row, 1.4-1.7x at 2);
-# at 4 rows it is a near tie (call 30: 1.04-1.15x faster on the projections, the head 3.6%
-# slower; call 31: 14336x4096 3% slower)
-GEMV_DEFAULT_MAX_M = 4
+GEMV_MAX_M = w4a16_gemv.MAX_M  # ... but calls of few rows that a GEMV kernel takes go to it:
+# one row to "gemv" (FFMA), which beat "dot" at 1-2 rows on every shape (call 30: 1.6-2.5x
+# at one row) and "gemv-tc" at one row (call 41: by 4-16%) ...
+GEMV_DEFAULT_MAX_M = 1
+# ... and 2-16 rows to "gemv-tc" (w4a16_gemv_tc.py; call 41: 1.15-1.26x the FFMA GEMV at
+# two rows, 1.45-2.0x at four, 1.5-1.7x "dot" at eight, 1.22-1.31x at sixteen)
+GEMV_TC_MAX_M = w4a16_gemv_tc.MAX_M
+
+
+def default_variant(x: torch.Tensor, k: int, group_size: int, bits: int,
+                    has_g_idx: bool) -> str:
+    """The variant ``w4a16_gemm`` runs when none is named: the first GEMV that takes
+    the call within its default row limit, else DEFAULT_VARIANT."""
+    for name, kernel_module, most in (("gemv", w4a16_gemv, GEMV_DEFAULT_MAX_M),
+                                      ("gemv-tc", w4a16_gemv_tc, GEMV_TC_MAX_M)):
+        if x.shape[0] <= most and kernel_module.unsupported_reason(
+                x, k, group_size, bits, has_g_idx) is None:
+            return name
+    return DEFAULT_VARIANT
 
 
 def _m_bucket(m: int) -> int:
@@ -198,25 +211,26 @@ def w4a16_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
                g_idx: torch.Tensor | None = None, variant: str | None = None) -> torch.Tensor:
     """x [M, K] (last dim contiguous) @ W -> new [M, N] in x's dtype. ``variant`` (one of
     VARIANTS) picks the kernel; None is "gemv" for calls of at most GEMV_DEFAULT_MAX_M rows
-    that it takes, else DEFAULT_VARIANT."""
+    that it takes, "gemv-tc" for those of at most GEMV_TC_MAX_M that it takes, else
+    DEFAULT_VARIANT."""
     _check(x, qweight, scales, biases, group_size, bits, g_idx)
     m, k = x.shape
     n = qweight.shape[1]
-    why_not_gemv = None
-    if variant is None or variant == "gemv":
-        why_not_gemv = w4a16_gemv.unsupported_reason(x, k, group_size, bits, g_idx is not None)
-        if variant is None:
-            variant = "gemv" if m <= GEMV_DEFAULT_MAX_M and why_not_gemv is None \
-                else DEFAULT_VARIANT
+    if variant is None:
+        variant = default_variant(x, k, group_size, bits, g_idx is not None)
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
     decode = m <= DECODE_MAX_M
+    if variant in ("gemv", "gemv-tc"):
+        kernel_module = w4a16_gemv if variant == "gemv" else w4a16_gemv_tc
+        why_not = kernel_module.unsupported_reason(x, k, group_size, bits, g_idx is not None)
+        if why_not:
+            raise ValueError(f"the {variant} variant does not take {why_not}")
+        if m == 0 or n == 0:
+            return torch.zeros((m, n), dtype=x.dtype, device=x.device)
+        return kernel_module.launch(x, qweight, scales, biases, group_size)
     if m == 0 or n == 0:
         return torch.zeros((m, n), dtype=x.dtype, device=x.device)
-    if variant == "gemv":
-        if why_not_gemv:
-            raise ValueError(f"the gemv variant does not take {why_not_gemv}")
-        return w4a16_gemv.launch(x, qweight, scales, biases, group_size)
     zeros = decode and variant == "dot-zeros"
     out = torch.zeros((m, n), dtype=torch.float32, device=x.device) if zeros else \
         torch.empty((m, n), dtype=x.dtype, device=x.device)

@@ -188,6 +188,15 @@ def _whole_programs(configs, named_args, **kwargs):
     return [c for c in configs if rows % (c.kwargs["ROWS"] * c.kwargs["CHUNKS"]) == 0]
 
 
+def autotuned(kernel, configs: list):
+    """``kernel`` (with N, K, M_BUCKET, BLOCK_N, ROWS, CHUNKS, EVEN_N) autotuned over
+    ``configs`` per row bucket and shape, EVEN_N from N, programs that tile K only."""
+    even = triton.heuristics({"EVEN_N": lambda a: a["N"] % a["BLOCK_N"] == 0})
+    return triton.autotune(configs=configs, key=["M_BUCKET", "N", "K"],
+                           prune_configs_by={"early_config_prune": _whole_programs})(
+        even(kernel))
+
+
 def configs_for(group_size: int) -> list[tuple[int, int, int, int]]:
     """The configs whose rows of words lie in one group of ``group_size`` K rows."""
     fits = lambda configs: [c for c in configs if (group_size // 8) % c[1] == 0]  # noqa: E731
@@ -198,13 +207,9 @@ def _tuned(group_size: int):
     """The kernel autotuned over the configs whose K tile lies in one group."""
     tuned = _TUNED.get(group_size)
     if tuned is None:
-        configs = [triton.Config({"BLOCK_N": n, "ROWS": r, "CHUNKS": c}, num_warps=w,
-                                 num_stages=1)
-                   for n, r, c, w in configs_for(group_size)]
-        even = triton.heuristics({"EVEN_N": lambda a: a["N"] % a["BLOCK_N"] == 0})
-        tuned = triton.autotune(configs=configs, key=["M_BUCKET", "N", "K"],
-                                prune_configs_by={"early_config_prune": _whole_programs})(
-            even(_gemv_kernel))
+        tuned = autotuned(_gemv_kernel, [
+            triton.Config({"BLOCK_N": n, "ROWS": r, "CHUNKS": c}, num_warps=w, num_stages=1)
+            for n, r, c, w in configs_for(group_size)])
         _TUNED[group_size] = tuned
     return tuned
 
@@ -212,16 +217,24 @@ def _tuned(group_size: int):
 def unsupported_reason(x: torch.Tensor, k: int, group_size: int, bits: int,
                        has_g_idx: bool) -> str | None:
     """Why this kernel cannot take the call (None: it can)."""
+    return refusal(x, k, group_size, bits, has_g_idx, MAX_M, 32)
+
+
+def refusal(x: torch.Tensor, k: int, group_size: int, bits: int, has_g_idx: bool,
+            max_m: int, group_multiple: int) -> str | None:
+    """What a GEMV of at most ``max_m`` fp16/bf16 rows, 4-bit codes, no g_idx and groups
+    a multiple of ``group_multiple`` refuses in this call (None: nothing)."""
     if bits != 4:
         return f"{bits}-bit codes (4 only)"
     if has_g_idx:
         return "act-order g_idx"
     if x.dtype not in DTYPES:
         return f"{x.dtype} activations (fp16, bf16 only)"
-    if not 1 <= x.shape[0] <= MAX_M:
-        return f"{x.shape[0]} rows (1..{MAX_M})"
-    if group_size % 32 or k % group_size:
-        return f"group size {group_size} with K={k} (a multiple of 32 that divides K)"
+    if not 1 <= x.shape[0] <= max_m:
+        return f"{x.shape[0]} rows (1..{max_m})"
+    if group_size % group_multiple or k % group_size:
+        return (f"group size {group_size} with K={k} (a multiple of {group_multiple} that "
+                "divides K)")
     return None
 
 
