@@ -110,9 +110,7 @@ def kernel_part(args) -> dict:
     from benchmarks.gpu import workload_w as W
     from kubellm.kernels import tinygemm
     from kubellm.kernels.quant_layout import pack_codes
-    from kubellm.kernels import w4a16_gemv, w4a16_gemv_tc
-    from kubellm.kernels.w4a16_gemm import VARIANTS, default_variant, w4a16_gemm
-    gemvs = {"gemv": w4a16_gemv, "gemv-tc": w4a16_gemv_tc}
+    from kubellm.kernels.w4a16_gemm import GEMVS, VARIANTS, default_variant, w4a16_gemm
     device = "cpu" if args.smoke else "cuda"
     if args.smoke:
         W.DEVICE, W.DTYPE = "cpu", torch.float32
@@ -150,9 +148,9 @@ def kernel_part(args) -> dict:
                    "variants": {}}
             for variant in args.variants.split(",") if args.variants else VARIANTS:
                 # the GEMVs take fp16/bf16 only: the CPU smoke run's fp32 rows go in as bf16
-                xv = x.to(bf16) if variant in gemvs and x.dtype == torch.float32 else x
-                if variant in gemvs and gemvs[variant].unsupported_reason(xv, k, group, 4,
-                                                                          False):
+                xv = x.to(bf16) if variant in GEMVS and x.dtype == torch.float32 else x
+                if variant in GEMVS and GEMVS[variant][0].unsupported_reason(xv, k, group, 4,
+                                                                             False):
                     continue   # more rows than the GEMV takes
                 us = call_us([lambda q=q, v=variant, xv=xv: w4a16_gemm(xv, *q, group, 4,
                                                                        variant=v)
@@ -290,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         result = engine_part(args)
         (out / f"w4a16_engine_{args.engine}.json").write_text(json.dumps(result, indent=1))
         return 0
-    from kubellm.kernels.w4a16_gemm import DEFAULT_VARIANT, VARIANTS
+    from kubellm.kernels.w4a16_gemm import DEFAULT_VARIANT, GEMVS, VARIANTS
     variants = set(filter(None, args.variants.split(",")))
     if variants - set(VARIANTS):
         ap.error(f"--variants: unknown {sorted(variants - set(VARIANTS))}; choose from "
@@ -298,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.part == "kernel":
         (out / "w4a16_kernel.json").write_text(json.dumps(kernel_part(args), indent=1))
         return 0
-    defaults = {DEFAULT_VARIANT, "gemv", "gemv-tc"}
+    defaults = {DEFAULT_VARIANT, *GEMVS}
     if variants and not defaults <= variants:   # the summary's GEMM figures are the
         # defaults' (the GEMVs for few rows)
         ap.error(f"--variants: the whole run needs {', '.join(sorted(defaults))} among them")

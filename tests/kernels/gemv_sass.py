@@ -23,26 +23,31 @@ _NAMES = ["x_ptr", "qw_ptr", "scale_ptr", "bias_ptr", "out_ptr", "ws_ptr", "coun
 _TYPES = ["*bf16", "*i32", "*bf16", "*bf16", "*bf16", "*fp32", "*i32"] + ["i32"] * 9
 
 
-def spec(block_m: int, block_n: int, rows: int, warps: int, ptx: bool = True) -> dict:
-    """sass_for_hopper's spec of a launch with bf16 activations, groups of 128, one chunk,
-    N a multiple of the tile, and the arguments Triton specializes as divisible by 16."""
-    constexprs = {"GROUP_SIZE": 128, "BLOCK_M": block_m, "BLOCK_N": block_n, "ROWS": rows,
-                  "CHUNKS": 1, "EVEN_N": True, "PTX": ptx}
+def _launch_spec(constexprs: dict, warps: int, **where) -> dict:
+    """sass_for_hopper's spec of a launch with these constants, bf16 tensors, and the
+    arguments Triton specializes as divisible by 16 (pointers and strides)."""
     return {"signature": {**dict(zip(_NAMES, _TYPES)), **{c: "constexpr" for c in constexprs}},
-            "constexprs": constexprs, "num_warps": warps,
+            "constexprs": constexprs, "num_warps": warps, **where,
             "divisible_by_16": [i for i, n in enumerate(_NAMES) if n not in ("M", "M_BUCKET")]}
+
+
+def spec(block_m: int, block_n: int, rows: int, warps: int, ptx: bool = True) -> dict:
+    """The FFMA GEMV with bf16 activations, groups of 128, one chunk, N a multiple of the
+    tile."""
+    return _launch_spec({"GROUP_SIZE": 128, "BLOCK_M": block_m, "BLOCK_N": block_n,
+                         "ROWS": rows, "CHUNKS": 1, "EVEN_N": True, "PTX": ptx}, warps)
 
 
 def tc_spec(block_m: int, block_n: int, rows: int, chunks: int, warps: int) -> dict:
     """The same for the tensor-core GEMV (kernels/w4a16_gemv_tc.py), bf16."""
-    constexprs = {"GROUP_SIZE": 128, "BLOCK_M": block_m, "BLOCK_N": block_n, "ROWS": rows,
-                  "CHUNKS": chunks, "EVEN_N": True,
-                  "PAIR_PTX": "lop3.b32 $0, $1, 0x000F000F, 0x43004300, 0xEA;",
-                  "OFFSET": 128.0, "PTX": True}
-    return {"signature": {**dict(zip(_NAMES, _TYPES)), **{c: "constexpr" for c in constexprs}},
-            "constexprs": constexprs, "num_warps": warps, "kernel": "_gemv_tc_kernel",
-            "module": "kubellm.kernels.w4a16_gemv_tc",
-            "divisible_by_16": [i for i, n in enumerate(_NAMES) if n not in ("M", "M_BUCKET")]}
+    import torch
+
+    from kubellm.kernels.w4a16_gemv_tc import _OFFSET, _PAIR_PTX
+    return _launch_spec({"GROUP_SIZE": 128, "BLOCK_M": block_m, "BLOCK_N": block_n,
+                         "ROWS": rows, "CHUNKS": chunks, "EVEN_N": True,
+                         "PAIR_PTX": _PAIR_PTX[torch.bfloat16],
+                         "OFFSET": _OFFSET[torch.bfloat16], "PTX": True}, warps,
+                        kernel="_gemv_tc_kernel", module="kubellm.kernels.w4a16_gemv_tc")
 
 
 def opcodes(launch_spec: dict) -> dict[str, int]:

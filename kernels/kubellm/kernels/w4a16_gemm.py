@@ -162,14 +162,16 @@ GEMV_DEFAULT_MAX_M = 1
 # ... and 2-16 rows to "gemv-tc" (w4a16_gemv_tc.py; call 41: 1.15-1.26x the FFMA GEMV at
 # two rows, 1.45-2.0x at four, 1.5-1.7x "dot" at eight, 1.22-1.31x at sixteen)
 GEMV_TC_MAX_M = w4a16_gemv_tc.MAX_M
+# the GEMV variants' modules (unsupported_reason, launch) and the most rows each takes by
+# default, in the order the default tries them
+GEMVS = {"gemv": (w4a16_gemv, GEMV_DEFAULT_MAX_M), "gemv-tc": (w4a16_gemv_tc, GEMV_TC_MAX_M)}
 
 
 def default_variant(x: torch.Tensor, k: int, group_size: int, bits: int,
                     has_g_idx: bool) -> str:
     """The variant ``w4a16_gemm`` runs when none is named: the first GEMV that takes
     the call within its default row limit, else DEFAULT_VARIANT."""
-    for name, kernel_module, most in (("gemv", w4a16_gemv, GEMV_DEFAULT_MAX_M),
-                                      ("gemv-tc", w4a16_gemv_tc, GEMV_TC_MAX_M)):
+    for name, (kernel_module, most) in GEMVS.items():
         if x.shape[0] <= most and kernel_module.unsupported_reason(
                 x, k, group_size, bits, has_g_idx) is None:
             return name
@@ -216,21 +218,22 @@ def w4a16_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
     _check(x, qweight, scales, biases, group_size, bits, g_idx)
     m, k = x.shape
     n = qweight.shape[1]
-    if variant is None:
+    named = variant is not None
+    if not named:
         variant = default_variant(x, k, group_size, bits, g_idx is not None)
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
     decode = m <= DECODE_MAX_M
-    if variant in ("gemv", "gemv-tc"):
-        kernel_module = w4a16_gemv if variant == "gemv" else w4a16_gemv_tc
-        why_not = kernel_module.unsupported_reason(x, k, group_size, bits, g_idx is not None)
-        if why_not:
-            raise ValueError(f"the {variant} variant does not take {why_not}")
-        if m == 0 or n == 0:
-            return torch.zeros((m, n), dtype=x.dtype, device=x.device)
-        return kernel_module.launch(x, qweight, scales, biases, group_size)
     if m == 0 or n == 0:
         return torch.zeros((m, n), dtype=x.dtype, device=x.device)
+    if variant in GEMVS:
+        kernel_module = GEMVS[variant][0]
+        # (the default chose a GEMV that takes the call; a named one may not)
+        why_not = named and kernel_module.unsupported_reason(x, k, group_size, bits,
+                                                             g_idx is not None)
+        if why_not:
+            raise ValueError(f"the {variant} variant does not take {why_not}")
+        return kernel_module.launch(x, qweight, scales, biases, group_size)
     zeros = decode and variant == "dot-zeros"
     out = torch.zeros((m, n), dtype=torch.float32, device=x.device) if zeros else \
         torch.empty((m, n), dtype=x.dtype, device=x.device)
