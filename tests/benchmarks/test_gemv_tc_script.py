@@ -11,8 +11,7 @@ def test_gemv_tc_smoke_checks_and_times_every_config(tmp_path):
     run_module("benchmarks.gpu.gemv_tc", "--smoke", "--out", tmp_path, timeout=600)
     result = json.loads((tmp_path / "gemv_tc.json").read_text())
     rows = result["rows"]
-    assert {(r["k"], r["n"], r["m"]) for r in rows} == {(256, 64, 2), (256, 64, 9),
-                                                        (128, 96, 2), (128, 96, 9)}
+    assert {(r["k"], r["n"], r["m"]) for r in rows} == {(256, 64, 2), (256, 64, 9)}
     for r in rows:
         # two configs (groups of 64: chunks of 8 rows of words), dot, and the FFMA GEMV
         # where it takes the rows
