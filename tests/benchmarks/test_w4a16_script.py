@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from kubellm.kernels.w4a16_gemm import GEMV_MAX_M, GEMV_TC_MAX_M
+from kubellm.kernels.w4a16_gemm import GEMM_TC_MAX_M, GEMV_MAX_M, GEMV_TC_MAX_M
 
 from tests.benchmarks.smoke import run_module
 from tests.figures import is_figure
@@ -33,7 +33,8 @@ def test_w4a16_smoke_writes_figures(tmp_path):
     # every variant that takes the rows is timed: the GEMVs only up to their row limits
     assert all(set(r["variants"]) == {"dot", "dot-rows", "dot-zeros"}
                | ({"gemv"} if r["m"] <= GEMV_MAX_M else set())
-               | ({"gemv-tc"} if r["m"] <= GEMV_TC_MAX_M else set()) for r in gemm)
+               | ({"gemv-tc"} if r["m"] <= GEMV_TC_MAX_M else set())
+               | ({"gemm-tc"} if r["m"] <= GEMM_TC_MAX_M else set()) for r in gemm)
     assert all(is_figure(v["weight_read_tb_s"]) and is_figure(v["of_copy_bandwidth"])
                for r in gemm for v in r["variants"].values())
     assert all(r["best"] in r["variants"] and r["default"] in r["variants"] for r in gemm)
@@ -63,7 +64,7 @@ def test_w4a16_refuses_an_unknown_engine(tmp_path, capsys):
 
 def test_w4a16_whole_run_refuses_variants_without_the_default(tmp_path, capsys):
     err = refusal(capsys, "--out", str(tmp_path), "--variants", "dot-zeros")
-    assert "--variants: the whole run needs dot, gemv, gemv-tc among them" in err
+    assert "--variants: the whole run needs dot, gemm-tc, gemv, gemv-tc among them" in err
     assert "--variants: unknown ['dot-fast']" in refusal(capsys, "--out", str(tmp_path),
                                                          "--variants", "dot,dot-fast")
 

@@ -50,6 +50,24 @@ def tc_spec(block_m: int, block_n: int, rows: int, chunks: int, warps: int) -> d
                         kernel="_gemv_tc_kernel", module="kubellm.kernels.w4a16_gemv_tc")
 
 
+def gemm_tc_spec(block_m: int, block_n: int, chunks: int, warps: int, stages: int = 1) -> dict:
+    """The tensor-core GEMM (kernels/w4a16_gemm_tc.py), bf16, groups of 128."""
+    import torch
+
+    from kubellm.kernels.w4a16_gemm_tc import _WEIGHT_ASM
+    return _launch_spec({"GROUP_SIZE": 128, "BLOCK_M": block_m, "BLOCK_N": block_n,
+                         "ROWS": 16, "CHUNKS": chunks, "EVEN_N": True,
+                         "WEIGHT_ASM": _WEIGHT_ASM[torch.bfloat16], "PTX": True}, warps,
+                        kernel="_gemm_tc_kernel", module="kubellm.kernels.w4a16_gemm_tc",
+                        num_stages=stages)
+
+
+def kernel_and_loop_opcodes(launch_spec: dict) -> tuple[dict[str, int], dict[str, int]]:
+    """Opcode counts of the whole kernel and of its loop body (its longest), once."""
+    both = opcodes({**launch_spec, "with_loop": True})
+    return both["kernel"], both["loop"]
+
+
 def opcodes(launch_spec: dict) -> dict[str, int]:
     proc = subprocess.run(
         [sys.executable, "-m", "tests.kernels.sass_for_hopper",

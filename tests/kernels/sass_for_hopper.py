@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 
-_OPCODE = re.compile(r"^\s+/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)")
+_OPCODE = re.compile(r"^\s+/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)([^;]*)")
 
 
 def sass_opcodes(kernel, spec: dict) -> dict[str, int]:
@@ -27,7 +27,8 @@ def sass_opcodes(kernel, spec: dict) -> dict[str, int]:
     source = ASTSource(fn=kernel, signature=spec["signature"], constexprs=spec["constexprs"],
                        attrs=attrs)
     compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32),
-                              options={"num_warps": spec.get("num_warps", 4)})
+                              options={"num_warps": spec.get("num_warps", 4),
+                                       "num_stages": spec.get("num_stages", 3)})
     cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin",
                              "cuobjdump")
     with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
@@ -35,8 +36,24 @@ def sass_opcodes(kernel, spec: dict) -> dict[str, int]:
         cubin.flush()
         sass = subprocess.run([cuobjdump, "--dump-sass", cubin.name], capture_output=True,
                               text=True, check=True).stdout
-    return dict(collections.Counter(m.group(1) for m in map(_OPCODE.match, sass.splitlines())
-                                    if m))
+    instructions = [(int(m.group(1), 16), m.group(2), m.group(3))
+                    for m in map(_OPCODE.match, sass.splitlines()) if m]
+    count = lambda some: dict(collections.Counter(op for _, op, _ in some))  # noqa: E731
+    if spec.get("with_loop"):   # the whole kernel's and its loop body's
+        return {"kernel": count(instructions), "loop": count(_longest_loop(instructions))}
+    return count(instructions)
+
+
+def _longest_loop(instructions: list) -> list:
+    """The instructions between the target of a backward branch and the branch (the
+    body of a loop, once): the longest such span."""
+    best: list = []
+    for at, op, operands in instructions:
+        target = re.search(r"0x([0-9a-f]+)", operands) if op == "BRA" else None
+        if target and int(target.group(1), 16) < at:
+            body = [i for i in instructions if int(target.group(1), 16) <= i[0] <= at]
+            best = max(best, body, key=len)
+    return best
 
 
 if __name__ == "__main__":

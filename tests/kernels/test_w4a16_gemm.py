@@ -4,8 +4,9 @@ import pytest
 import torch
 
 from kubellm.kernels.quant_layout import dequantize, pack_codes, unpack_codes
-from kubellm.kernels.w4a16_gemm import (GEMV_DEFAULT_MAX_M, GEMV_MAX_M, GEMV_TC_MAX_M,
-                                        TOLERANCES, VARIANTS, w4a16_gemm, w4a16_gemm_ref)
+from kubellm.kernels.w4a16_gemm import (GEMM_TC_MAX_M, GEMV_DEFAULT_MAX_M, GEMV_MAX_M,
+                                        GEMV_TC_MAX_M, TOLERANCES, VARIANTS, w4a16_gemm,
+                                        w4a16_gemm_ref)
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 
@@ -110,17 +111,47 @@ def test_gemv_tc_programs_of_two_chunks_and_a_config_that_cannot_tile_k():
         w4a16_gemv_tc.launch(x, w["qweight"], w["scales"], w["biases"], 64, (32, 3, 4))
 
 
-def test_gemv_tc_refuses_what_it_does_not_take():
+@pytest.mark.parametrize("variant, most", [("gemv-tc", GEMV_TC_MAX_M),
+                                           ("gemm-tc", GEMM_TC_MAX_M)])
+def test_the_tensor_core_kernels_refuse_what_they_do_not_take(variant, most):
     weight, _ = make_weight(128, 16, group_size=32)
     x = torch.randn(2, 128, dtype=torch.bfloat16)
     for kwargs, why in ((dict(x=x.float()), "float32 activations"),
-                        (dict(x=torch.randn(17, 128, dtype=torch.bfloat16)), "17 rows"),
+                        (dict(x=torch.randn(most + 1, 128, dtype=torch.bfloat16)),
+                         f"{most + 1} rows"),
                         ({}, "group size 32"),
                         (dict(group_size=64, scales=torch.rand(2, 16), biases=torch.rand(2, 16),
                               g_idx=torch.arange(128, dtype=torch.int32) // 64), "g_idx")):
         args = {**weight, "x": x, **kwargs}
-        with pytest.raises(ValueError, match=f"gemv-tc variant does not take .*{why}"):
-            w4a16_gemm(args.pop("x"), **args, variant="gemv-tc")
+        with pytest.raises(ValueError, match=f"{variant} variant does not take .*{why}"):
+            w4a16_gemm(args.pop("x"), **args, variant=variant)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("m", [3, 17, 40, GEMM_TC_MAX_M])   # 16-, 32- and 64-column tiles
+def test_gemm_tc_matches_reference(m, dtype):
+    """The tensor-core GEMM (weights finished in 16-bit before the MMA): groups of 64 and
+    128, N a multiple of the interpreter's 32 columns or not, codes 0 and 15 at every
+    position of a word, and weights c s + b far from the codes' own offset."""
+    for k, n, group_size in ((256, 64, 64), (384, 40, 128)):
+        weight, codes = make_weight(k, n, group_size=group_size, seed=k + n + m)
+        check(m, weight, dtype, variant="gemm-tc")
+    extremes = dict(weight, qweight=pack_codes(torch.randint(0, 2, (384, 40)) * 15, 4))
+    check(m, extremes, dtype, variant="gemm-tc")
+    large = dict(weight, scales=weight["scales"] * 300, biases=weight["biases"] * 300 + 5)
+    check(m, large, dtype, variant="gemm-tc")
+
+
+def test_gemm_tc_programs_of_two_chunks_and_a_config_that_cannot_tile_k():
+    from kubellm.kernels import w4a16_gemm_tc
+    weight, _ = make_weight(512, 40, group_size=64, seed=5)   # 64 rows of words: 4 programs
+    w = dict(weight, scales=weight["scales"].bfloat16(), biases=weight["biases"].bfloat16())
+    x = torch.randn(20, 512).bfloat16()
+    out = w4a16_gemm_tc.launch(x, w["qweight"], w["scales"], w["biases"], 64, (32, 2, 4, 1))
+    ref = w4a16_gemm_ref(x, w["qweight"], w["scales"], w["biases"], 64)
+    torch.testing.assert_close(out.float(), ref.float(), atol=0.05, rtol=0.02)
+    with pytest.raises(ValueError, match="3 chunks of 8 rows of words must divide K's 64"):
+        w4a16_gemm_tc.launch(x, w["qweight"], w["scales"], w["biases"], 64, (32, 3, 4, 1))
 
 
 def test_gemv_programs_of_several_chunks_and_groups(monkeypatch):
@@ -183,12 +214,14 @@ def test_gemv_refuses_what_it_does_not_take():
 
 
 def test_the_default_sends_few_rows_to_the_gemvs_where_they_take_them(monkeypatch):
-    """One row to the FFMA GEMV, 2-16 to the tensor-core one, more to "dot"; a call a GEMV
-    does not take (fp32, act-order, groups of 32 for gemv-tc) to the next that does."""
+    """One row to the FFMA GEMV, 2-16 to the tensor-core one, 17-64 to the tensor-core
+    GEMM, more to "dot"; a call a kernel does not take (fp32, act-order, groups of 32 for
+    the tensor-core ones) to the next that does."""
+    import kubellm.kernels.w4a16_gemm_tc as gemm_tc
     import kubellm.kernels.w4a16_gemv as gemv
     import kubellm.kernels.w4a16_gemv_tc as gemv_tc
     calls = []
-    for name, module in (("gemv", gemv), ("gemv-tc", gemv_tc)):
+    for name, module in (("gemv", gemv), ("gemv-tc", gemv_tc), ("gemm-tc", gemm_tc)):
         real = module.launch
         monkeypatch.setattr(module, "launch", lambda x, *a, name=name, real=real:
                             calls.append((name, x.shape[0])) or real(x, *a))
@@ -196,13 +229,17 @@ def test_the_default_sends_few_rows_to_the_gemvs_where_they_take_them(monkeypatc
     check(1, weight, torch.bfloat16)                        # gemv
     check(2, weight, torch.float16)                         # gemv-tc
     check(GEMV_TC_MAX_M, weight, torch.bfloat16)            # gemv-tc
-    check(GEMV_TC_MAX_M + 1, weight, torch.bfloat16)        # more rows: dot
+    check(GEMV_TC_MAX_M + 1, weight, torch.bfloat16)        # gemm-tc
+    check(GEMM_TC_MAX_M, weight, torch.float16)             # gemm-tc
+    check(GEMM_TC_MAX_M + 1, weight, torch.bfloat16)        # more rows: dot
     check(1, weight, torch.float32)                         # fp32 activations: dot
+    check(20, make_weight(128, 48, group_size=32)[0], torch.bfloat16)  # dot
     check(1, make_weight(128, 48, group_size=32, act_order=True)[0], torch.bfloat16)
     check(3, make_weight(128, 48, group_size=32)[0], torch.bfloat16)   # dot
     check(1, make_weight(128, 48, group_size=32)[0], torch.bfloat16)   # gemv
     assert GEMV_DEFAULT_MAX_M == 1
-    assert calls == [("gemv", 1), ("gemv-tc", 2), ("gemv-tc", GEMV_TC_MAX_M), ("gemv", 1)]
+    assert calls == [("gemv", 1), ("gemv-tc", 2), ("gemv-tc", GEMV_TC_MAX_M),
+                     ("gemm-tc", GEMV_TC_MAX_M + 1), ("gemm-tc", GEMM_TC_MAX_M), ("gemv", 1)]
 
 
 @pytest.fixture
@@ -331,7 +368,8 @@ def test_gpu_act_order_and_eight_bit(cuda):
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_gpu_every_variant_at_a_real_shape(cuda, variant):
     weight, _ = make_weight(4096, 6144, group_size=128, device=cuda)
-    rows = {"gemv": [1, GEMV_MAX_M], "gemv-tc": [1, 2, 8, 9, GEMV_TC_MAX_M]}
+    rows = {"gemv": [1, GEMV_MAX_M], "gemv-tc": [1, 2, 8, 9, GEMV_TC_MAX_M],
+            "gemm-tc": [1, 16, 17, 40, GEMM_TC_MAX_M]}
     for m in rows.get(variant, [1, 16, 64]):
         check(m, weight, torch.bfloat16, cuda, variant=variant)
 
@@ -368,3 +406,19 @@ def test_gemv_tc_compiles_for_hopper_to_register_fed_wgmma():
         assert weights // 2 <= ops["LOP3"] <= weights // 2 + 64, ops
         assert not ops.get("STL") and not ops.get("LDL"), ops
         assert sum(ops.values()) < 4.5 * weights, ops
+
+
+def test_gemm_tc_compiles_for_hopper_to_16_bit_weights_and_wgmma():
+    """The tensor-core GEMM built for sm_90 (16- and 64-column tiles): wgmma from
+    registers, two HFMA2 per pair of codes (c exactly, then c s + b) and one LOP3, no
+    spills, and a chunk's loop under 4 instructions per weight (3.15, 3.24 and 3.57 when
+    written; "dot" executed 8-9 per weight on the H200, call 29)."""
+    from tests.kernels.gemv_sass import gemm_tc_spec, kernel_and_loop_opcodes
+    weights = 128 * 128 // 128      # a chunk: 128 x 16 words, 8 codes each, 128 threads
+    for block_m in (16, 64):
+        ops, loop = kernel_and_loop_opcodes(gemm_tc_spec(block_m, 128, 4, 4))
+        assert not ops.get("STL") and not ops.get("LDL"), ops
+        assert loop.get("HGMMA") == 4 * 2 * 2, loop   # pairs x K steps x 64-row tiles
+        assert loop["HFMA2"] == weights, loop
+        assert weights // 2 <= loop["LOP3"] <= weights // 2 + 16, loop
+        assert sum(loop.values()) < 4 * weights, loop

@@ -20,7 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kubellm.kernels import w4a16_gemv, w4a16_gemv_tc
+from kubellm.kernels import w4a16_gemm_tc, w4a16_gemv, w4a16_gemv_tc
 from kubellm.kernels._launch import FLOAT_DTYPES, check_tensor, is_interpreted, kernel_for
 from kubellm.kernels.quant_layout import codes_per_word, dequantize
 from kubellm.kernels.split_k import MAX_M as DECODE_MAX_M
@@ -153,7 +153,7 @@ _prefill_tuned = triton.autotune(configs=_configs(False), key=_KEY)(_w4a16_kerne
 # per weight and read DRAM at 18-24% of its peak -- bound by issuing instructions, not
 # by the read. Codes made bf16 by integer ops with the scale after the dot, and a dot per
 # code position, lost to "dot" (1.1-1.5x and 1.2-3.9x slower) and were removed.
-VARIANTS = ("gemv", "gemv-tc", "dot", "dot-rows", "dot-zeros")
+VARIANTS = ("gemv", "gemv-tc", "gemm-tc", "dot", "dot-rows", "dot-zeros")
 DEFAULT_VARIANT = "dot"   # the dot kernel's tiling follows M (decode or prefill) ...
 GEMV_MAX_M = w4a16_gemv.MAX_M  # ... but calls of few rows that a GEMV kernel takes go to it:
 # one row to "gemv" (FFMA), which beat "dot" at 1-2 rows on every shape (call 30: 1.6-2.5x
@@ -162,9 +162,13 @@ GEMV_DEFAULT_MAX_M = 1
 # ... and 2-16 rows to "gemv-tc" (w4a16_gemv_tc.py; call 41: 1.15-1.26x the FFMA GEMV at
 # two rows, 1.45-2.0x at four, 1.5-1.7x "dot" at eight, 1.22-1.31x at sixteen)
 GEMV_TC_MAX_M = w4a16_gemv_tc.MAX_M
+# ... and 17-64 rows to "gemm-tc" (w4a16_gemm_tc.py: the weights finished in 16-bit before
+# the MMA; 3.2-3.6 SASS instructions per weight at 16-64 rows against "dot"'s 8-9)
+GEMM_TC_MAX_M = w4a16_gemm_tc.MAX_M
 # the GEMV variants' modules (unsupported_reason, launch) and the most rows each takes by
 # default, in the order the default tries them
-GEMVS = {"gemv": (w4a16_gemv, GEMV_DEFAULT_MAX_M), "gemv-tc": (w4a16_gemv_tc, GEMV_TC_MAX_M)}
+GEMVS = {"gemv": (w4a16_gemv, GEMV_DEFAULT_MAX_M), "gemv-tc": (w4a16_gemv_tc, GEMV_TC_MAX_M),
+         "gemm-tc": (w4a16_gemm_tc, GEMM_TC_MAX_M)}
 
 
 def default_variant(x: torch.Tensor, k: int, group_size: int, bits: int,
@@ -213,8 +217,8 @@ def w4a16_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
                g_idx: torch.Tensor | None = None, variant: str | None = None) -> torch.Tensor:
     """x [M, K] (last dim contiguous) @ W -> new [M, N] in x's dtype. ``variant`` (one of
     VARIANTS) picks the kernel; None is "gemv" for calls of at most GEMV_DEFAULT_MAX_M rows
-    that it takes, "gemv-tc" for those of at most GEMV_TC_MAX_M that it takes, else
-    DEFAULT_VARIANT."""
+    that it takes, "gemv-tc" for those of at most GEMV_TC_MAX_M that it takes, "gemm-tc"
+    for those of at most GEMM_TC_MAX_M, else DEFAULT_VARIANT."""
     _check(x, qweight, scales, biases, group_size, bits, g_idx)
     m, k = x.shape
     n = qweight.shape[1]
