@@ -1,13 +1,14 @@
 """The tensor-core W4A16 kernels, each config alone: the GEMV (kernels/w4a16_gemv_tc.py,
-1-16 rows) against the FFMA GEMV (1-4 rows) and "dot", and the GEMM (w4a16_gemm_tc.py,
-16-64 rows) against the GEMV (16 rows) and "dot", at Llama-3-8B's shapes: us per call
+1-16 rows) against the FFMA GEMV (1-4 rows) and "dot", and the GEMM (w4a16_gemm_tc.py;
+16-64 rows, "gemm-tc", and 128-1024, "gemm-tc-large") against the GEMV (16 rows), "dot"
+and bf16 weights through torch's linear, at Llama-3-8B's shapes: us per call
 (CUDA-graph replays over weight copies larger than L2), the read rate against the copy
 bandwidth measured in the same run, every output checked against the reference first (a
 wrong one is reported and not timed). Call 41 (2026-12-03) ran the GEMV part to choose
 that kernel and its configs.
 
-    python -m benchmarks.gpu.gemv_tc --out DIR [--kernel gemm-tc]   # DIR/<kernel>.json
-    python -m benchmarks.gpu.gemv_tc --smoke [--kernel gemm-tc]     # CPU interpreter
+    python -m benchmarks.gpu.gemv_tc --out DIR [--kernel KERNEL]   # DIR/<kernel>.json
+    python -m benchmarks.gpu.gemv_tc --smoke [--kernel KERNEL]     # CPU interpreter
 """
 from __future__ import annotations
 
@@ -21,18 +22,25 @@ from benchmarks.gpu.gemv import GROUP, SHAPES, SMOKE_GROUP, SMOKE_SHAPES
 from benchmarks.gpu.gemv_configs import int4_copies
 from benchmarks.gpu.w4a16 import COLD_BYTES, call_us, significant
 
-# per kernel: rows timed (smoke: rows), the configs (smoke: configs) its launch takes,
-# the variants it is compared with at rows up to a bound
+# per kernel: its module, rows timed (smoke: rows), the configs (smoke: configs) its launch
+# takes, the variants it is compared with at rows up to a bound ("bf16": torch's linear
+# on bf16 weights of the same shape)
 KERNELS = {
     # (BLOCK_N, CHUNKS, num_warps): call 41's six minus those of 512- and 1024-wide tiles,
     # which lost at every shape
-    "gemv-tc": ((1, 2, 4, 8, 16), (2, 9), ((256, 2, 4), (256, 1, 4), (128, 4, 4)),
-                ((32, 1, 4), (32, 2, 4)), {"dot": 16, "gemv": 4}),
+    "gemv-tc": ("w4a16_gemv_tc", (1, 2, 4, 8, 16), (2, 9),
+                ((256, 2, 4), (256, 1, 4), (128, 4, 4)), ((32, 1, 4), (32, 2, 4)),
+                {"dot": 16, "gemv": 4}),
     # (BLOCK_N, CHUNKS, num_warps, num_stages): SASS on this machine 3.2-3.6 instructions
     # per weight at 16-64 rows, no spills, 96-196 registers
-    "gemm-tc": ((16, 32, 48, 64), (17, 40), ((128, 4, 4, 1), (128, 8, 4, 1), (128, 2, 4, 1),
-                                             (64, 4, 4, 1), (256, 4, 8, 1), (128, 4, 4, 2)),
-                ((32, 1, 4, 1), (32, 2, 4, 1)), {"dot": 64, "gemv-tc": 16}),
+    "gemm-tc": ("w4a16_gemm_tc", (16, 32, 48, 64), (17, 40),
+                ((128, 4, 4, 1), (128, 8, 4, 1), (128, 2, 4, 1), (64, 4, 4, 1), (256, 4, 8, 1),
+                 (128, 4, 4, 2)), ((32, 1, 4, 1), (32, 2, 4, 1)),
+                {"dot": 64, "gemv-tc": 16, "bf16": 64}),
+    # the same kernel past 64 rows, tiles of M: (BLOCK_N, BLOCK_M, num_warps, num_stages)
+    "gemm-tc-large": ("w4a16_gemm_tc", (128, 256, 1024), (70,),
+                      ((128, 64, 4, 1), (128, 128, 8, 1), (256, 64, 8, 1), (256, 128, 8, 1),
+                       (128, 128, 8, 2)), ((32, 32, 4, 1),), {"dot": 1 << 20, "bf16": 1 << 20}),
 }
 
 
@@ -43,8 +51,8 @@ def run(smoke: bool, kernel: str = "gemv-tc") -> dict:
 
     from benchmarks.gpu import workload_w as W
     from kubellm.kernels.w4a16_gemm import w4a16_gemm, w4a16_gemm_ref
-    module = importlib.import_module("kubellm.kernels.w4a16_" + kernel.replace("-", "_"))
-    all_rows, smoke_rows, all_configs, smoke_configs, peers = KERNELS[kernel]
+    module_name, all_rows, smoke_rows, all_configs, smoke_configs, peers = KERNELS[kernel]
+    module = importlib.import_module("kubellm.kernels." + module_name)
     device, group = ("cpu", SMOKE_GROUP) if smoke else ("cuda", GROUP)
     dtype = torch.bfloat16      # (the GEMVs take fp16 / bf16 only; the interpreter too)
     if smoke:
@@ -55,6 +63,8 @@ def run(smoke: bool, kernel: str = "gemv-tc") -> dict:
     rows_out = []
     for k, n in (SMOKE_SHAPES[:1] if smoke else SHAPES):   # (smoke: CI time)
         copies, nbytes = int4_copies(k, n, group, device, dtype, copies_of)
+        dense = [torch.randn(n, k, device=device, dtype=dtype) * 0.02 for _ in range(
+            copies_of(2 * k * n))] if "bf16" in peers else []
         for m in (smoke_rows if smoke else all_rows):
             x = torch.randn(m, k, generator=torch.Generator().manual_seed(m)).to(device, dtype)
             ref = w4a16_gemm_ref(x, *copies[0], group).float()
@@ -62,9 +72,14 @@ def run(smoke: bool, kernel: str = "gemv-tc") -> dict:
             calls = {"tc_" + "x".join(map(str, (c[0], rows, *c[1:]))): (
                 lambda w, c=c: module.launch(x, *w, group, c)) for c in configs}
             for peer, most in peers.items():
-                if m <= most:
+                if m <= most and peer != "bf16":
                     calls[peer] = lambda w, p=peer: w4a16_gemm(x, *w, group, 4, variant=p)
             per, errors = {}, {}
+            if dense and m <= peers["bf16"]:   # (other weights: its time, not its product)
+                us = call_us([lambda d=d: torch.nn.functional.linear(x, d) for d in dense],
+                             device)
+                per["bf16"] = {"us": significant(us), "of_copy_bandwidth": significant(
+                    2 * k * n / (us * 1e-6) / 1e12 / copy_tb_s)}
             for name, call in calls.items():
                 t0 = time.perf_counter()
                 out = call(copies[0]).float()
@@ -79,7 +94,7 @@ def run(smoke: bool, kernel: str = "gemv-tc") -> dict:
                     time.perf_counter() - t0)}
             best_tc = min((v for v in per if v.startswith("tc_")), key=lambda v: per[v]["us"],
                           default=None)
-            base = next((p for p in list(peers)[::-1] if p in per), "dot")
+            base = next((p for p in list(peers)[::-1] if p in per and p != "bf16"), "dot")
             row = {"k": k, "n": n, "m": m, "best_tc": best_tc, "per": per,
                    "relative_max_error": errors,
                    "best_tc_speedup_vs_" + base: significant(
@@ -90,8 +105,9 @@ def run(smoke: bool, kernel: str = "gemv-tc") -> dict:
                 "per", "relative_max_error")} | {
                 "best_tc_us": per[best_tc]["us"] if best_tc else None,
                 "best_tc_of_copy": per[best_tc]["of_copy_bandwidth"] if best_tc else None,
-                base + "_us": per.get(base, {}).get("us")}), flush=True)
-        del copies
+                base + "_us": per.get(base, {}).get("us"),
+                "bf16_us": per.get("bf16", {}).get("us")}), flush=True)
+        del copies, dense
     return {"copy_tb_s": copy_tb_s, "group_size": group, "rows": rows_out}
 
 

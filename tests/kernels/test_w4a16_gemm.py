@@ -111,14 +111,14 @@ def test_gemv_tc_programs_of_two_chunks_and_a_config_that_cannot_tile_k():
         w4a16_gemv_tc.launch(x, w["qweight"], w["scales"], w["biases"], 64, (32, 3, 4))
 
 
-@pytest.mark.parametrize("variant, most", [("gemv-tc", GEMV_TC_MAX_M),
-                                           ("gemm-tc", GEMM_TC_MAX_M)])
+@pytest.mark.parametrize("variant, most", [("gemv-tc", GEMV_TC_MAX_M), ("gemm-tc", None)])
 def test_the_tensor_core_kernels_refuse_what_they_do_not_take(variant, most):
+    """(gemm-tc takes any number of rows)"""
     weight, _ = make_weight(128, 16, group_size=32)
     x = torch.randn(2, 128, dtype=torch.bfloat16)
-    for kwargs, why in ((dict(x=x.float()), "float32 activations"),
-                        (dict(x=torch.randn(most + 1, 128, dtype=torch.bfloat16)),
-                         f"{most + 1} rows"),
+    too_many = [(dict(x=torch.randn(most + 1, 128, dtype=torch.bfloat16)),
+                 f"{most + 1} rows")] if most else []
+    for kwargs, why in ((dict(x=x.float()), "float32 activations"), *too_many,
                         ({}, "group size 32"),
                         (dict(group_size=64, scales=torch.rand(2, 16), biases=torch.rand(2, 16),
                               g_idx=torch.arange(128, dtype=torch.int32) // 64), "g_idx")):
@@ -128,11 +128,13 @@ def test_the_tensor_core_kernels_refuse_what_they_do_not_take(variant, most):
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("m", [3, 17, 40, GEMM_TC_MAX_M])   # 16-, 32- and 64-column tiles
+@pytest.mark.parametrize("m", [3, 17, 40, 64, 65, 100])
 def test_gemm_tc_matches_reference(m, dtype):
-    """The tensor-core GEMM (weights finished in 16-bit before the MMA): groups of 64 and
-    128, N a multiple of the interpreter's 32 columns or not, codes 0 and 15 at every
-    position of a word, and weights c s + b far from the codes' own offset."""
+    """The tensor-core GEMM (weights finished in 16-bit before the MMA): 16-, 32- and
+    64-column tiles with K split (up to 64 rows), tiles of 32 rows past that (the last
+    one part-filled); groups of 64 and 128, N a multiple of the interpreter's 32 columns
+    or not, codes 0 and 15 at every position of a word, and weights c s + b far from the
+    codes' own offset."""
     for k, n, group_size in ((256, 64, 64), (384, 40, 128)):
         weight, codes = make_weight(k, n, group_size=group_size, seed=k + n + m)
         check(m, weight, dtype, variant="gemm-tc")
@@ -152,6 +154,10 @@ def test_gemm_tc_programs_of_two_chunks_and_a_config_that_cannot_tile_k():
     torch.testing.assert_close(out.float(), ref.float(), atol=0.05, rtol=0.02)
     with pytest.raises(ValueError, match="3 chunks of 8 rows of words must divide K's 64"):
         w4a16_gemm_tc.launch(x, w["qweight"], w["scales"], w["biases"], 64, (32, 3, 4, 1))
+    x = torch.randn(80, 512).bfloat16()     # past 64 rows: tiles of M, the second config
+    out = w4a16_gemm_tc.launch(x, w["qweight"], w["scales"], w["biases"], 64, (32, 16, 4, 1))
+    ref = w4a16_gemm_ref(x, w["qweight"], w["scales"], w["biases"], 64)
+    torch.testing.assert_close(out.float(), ref.float(), atol=0.05, rtol=0.02)
 
 
 def test_gemv_programs_of_several_chunks_and_groups(monkeypatch):
@@ -369,7 +375,7 @@ def test_gpu_act_order_and_eight_bit(cuda):
 def test_gpu_every_variant_at_a_real_shape(cuda, variant):
     weight, _ = make_weight(4096, 6144, group_size=128, device=cuda)
     rows = {"gemv": [1, GEMV_MAX_M], "gemv-tc": [1, 2, 8, 9, GEMV_TC_MAX_M],
-            "gemm-tc": [1, 16, 17, 40, GEMM_TC_MAX_M]}
+            "gemm-tc": [1, 16, 17, 40, GEMM_TC_MAX_M, 65, 300]}
     for m in rows.get(variant, [1, 16, 64]):
         check(m, weight, torch.bfloat16, cuda, variant=variant)
 

@@ -1,4 +1,4 @@
-"""W4A16 GEMM on tensor cores for 16-64 rows (decode at mid batch sizes): out = x @ W with W
+"""W4A16 GEMM on tensor cores, for decode at mid and large batch sizes: out = x @ W with W
 as packed 4-bit codes (quant_layout.py), fp16/bf16 activations, fp32 sums.
 
 The tensor-core GEMV (w4a16_gemv_tc.py) turns codes into 16-bit floats (OFFSET + c, one
@@ -10,9 +10,12 @@ once, as the reference rounds W to x's dtype) -- 1.5 instructions per weight wha
 row count -- and the fp32 sums run over the whole K range of a program.
 
 The product runs transposed as in the GEMV -- out^T [N, M] = W^T [N, K] x^T [K, M] -- so
-the weights are the MMA's register operand and x's rows its 16-64 columns. x is loaded in
-its own K order (16-byte loads) and split in registers into the four code positions of a
-pair (K offsets j and j + 4 within a word) that the weights come in.
+the weights are the MMA's register operand and x's rows its columns. x is loaded in its
+own K order (16-byte loads) and split in registers into the four code positions of a pair
+(K offsets j and j + 4 within a word) that the weights come in. Up to MAX_M rows (split_k's
+workspace) run as one tile of M with K split over programs (split_k.sum_splits), so a few
+output tiles still spread the weight read over every SM; more rows run in tiles of M,
+each program over the whole of K.
 """
 from __future__ import annotations
 
@@ -72,21 +75,22 @@ def _weights(words, scale, bias, J: tl.constexpr, ROWS: tl.constexpr, DTYPE: tl.
 
 @triton.jit
 def _gemm_tc_kernel(
-    x_ptr,        # [M, K] activations, M <= BLOCK_M
+    x_ptr,        # [M, K] activations
     qw_ptr,       # [K // 8, N] int32 codes
     scale_ptr,    # [num_groups, N]
     bias_ptr,     # [num_groups, N]
     out_ptr,      # [M, N] x's dtype
-    ws_ptr,       # [>= M, N] fp32 zeros, left zero
-    count_ptr,    # [>= N tiles] int32 zeros, left zero
+    ws_ptr,       # [>= M, N] fp32 zeros, left zero (SPLIT)
+    count_ptr,    # [>= N tiles] int32 zeros, left zero (SPLIT)
     M, N, K,
-    M_BUCKET,     # BLOCK_M: only the autotuner's key
+    M_BUCKET,     # only the autotuner's key
     stride_xm, stride_qk, stride_sg, stride_om, stride_wm,
     GROUP_SIZE: tl.constexpr,
-    BLOCK_M: tl.constexpr,        # 16, 32 or 64: the MMA's columns (x's rows, masked past M)
+    BLOCK_M: tl.constexpr,        # the MMA's columns (x's rows, masked past M)
     BLOCK_N: tl.constexpr,
     ROWS: tl.constexpr,           # word rows (8 K rows each) per chunk, in one group
-    CHUNKS: tl.constexpr,         # chunks per program
+    CHUNKS: tl.constexpr,         # chunks per program (SPLIT; else all of K's)
+    SPLIT: tl.constexpr,          # K split over programs (one M tile, M <= MAX_M)
     EVEN_N: tl.constexpr,
     WEIGHT_ASM: tl.constexpr,
     PTX: tl.constexpr,            # False: the interpreter (no PTX, no 16-bit dots)
@@ -95,11 +99,17 @@ def _gemm_tc_kernel(
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    offs_m = tl.arange(0, BLOCK_M)
+    offs_m = tl.program_id(2) * BLOCK_M + tl.arange(0, BLOCK_M)
     mask_n = offs_n < N
     mask_m = offs_m < M
+    if SPLIT:
+        lo = pid_k * CHUNKS
+        hi = lo + CHUNKS
+    else:
+        lo = 0
+        hi = K // (8 * ROWS)
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-    for c in range(pid_k * CHUNKS, pid_k * CHUNKS + CHUNKS):
+    for c in range(lo, hi):
         first = c * ROWS
         at_w = qw_ptr + (first + tl.arange(0, ROWS))[None, :] * stride_qk + offs_n[:, None]
         if EVEN_N:
@@ -115,19 +125,27 @@ def _gemm_tc_kernel(
         else:
             scale = scale.to(tl.float32)
             bias = bias.to(tl.float32)
-        x = tl.load(x_ptr + offs_m[:, None] * stride_xm + first * 8 + tl.arange(0, 8 * ROWS)[None, :],
-                    mask=mask_m[:, None], other=0.0)                  # [BLOCK_M, 8 ROWS]
-        # K row 8r + 4h + 2 j1 + j0 -> the four code positions j = 2 j1 + j0
+        x = tl.load(x_ptr + offs_m[:, None] * stride_xm + first * 8 +
+                    tl.arange(0, 8 * ROWS)[None, :], mask=mask_m[:, None], other=0.0)
+        # [BLOCK_M, 8 ROWS], K row 8r + 4h + 2 j1 + j0 -> the code positions j = 2 j1 + j0
         even, odd = tl.split(tl.reshape(x, (BLOCK_M, ROWS, 2, 2, 2)))
         x0, x2 = tl.split(even)
         x1, x3 = tl.split(odd)
-        acc = _mma(acc, _weights(words, scale, bias, 0, ROWS, DTYPE, WEIGHT_ASM, PTX), x0, ROWS, PTX)
-        acc = _mma(acc, _weights(words, scale, bias, 1, ROWS, DTYPE, WEIGHT_ASM, PTX), x1, ROWS, PTX)
-        acc = _mma(acc, _weights(words, scale, bias, 2, ROWS, DTYPE, WEIGHT_ASM, PTX), x2, ROWS, PTX)
-        acc = _mma(acc, _weights(words, scale, bias, 3, ROWS, DTYPE, WEIGHT_ASM, PTX), x3, ROWS, PTX)
-    sum_splits(acc, out_ptr + offs_m[None, :] * stride_om + offs_n[:, None],
-               ws_ptr + offs_m[None, :] * stride_wm + offs_n[:, None],
-               mask_m[None, :] & mask_n[:, None], count_ptr + pid_n, tl.num_programs(1))
+        acc = _mma(acc, _weights(words, scale, bias, 0, ROWS, DTYPE, WEIGHT_ASM, PTX), x0,
+                   ROWS, PTX)
+        acc = _mma(acc, _weights(words, scale, bias, 1, ROWS, DTYPE, WEIGHT_ASM, PTX), x1,
+                   ROWS, PTX)
+        acc = _mma(acc, _weights(words, scale, bias, 2, ROWS, DTYPE, WEIGHT_ASM, PTX), x2,
+                   ROWS, PTX)
+        acc = _mma(acc, _weights(words, scale, bias, 3, ROWS, DTYPE, WEIGHT_ASM, PTX), x3,
+                   ROWS, PTX)
+    out_at = out_ptr + offs_m[None, :] * stride_om + offs_n[:, None]
+    mask = mask_m[None, :] & mask_n[:, None]
+    if SPLIT:
+        sum_splits(acc, out_at, ws_ptr + offs_m[None, :] * stride_wm + offs_n[:, None], mask,
+                   count_ptr + pid_n, tl.num_programs(1))
+    else:
+        tl.store(out_at, acc.to(DTYPE), mask=mask)
 
 
 @triton.jit
@@ -140,9 +158,12 @@ def _mma(acc, w, x, ROWS: tl.constexpr, PTX: tl.constexpr):
     return tl.dot(w.to(tl.float32), xt.to(tl.float32), acc)   # numpy has no 16-bit dots
 
 
-# (BLOCK_N, CHUNKS, num_warps, num_stages); ROWS from the group size
-_CONFIGS = ((128, 4, 4, 2), (128, 8, 4, 2), (64, 4, 4, 2), (128, 2, 4, 2))
-_TUNED: dict[int, object] = {}
+# Split K (M <= MAX_M, BLOCK_M the launcher's): (BLOCK_N, CHUNKS, num_warps, num_stages);
+# ROWS from the group size
+_CONFIGS = ((128, 4, 4, 1), (128, 8, 4, 1), (64, 4, 4, 1), (128, 2, 4, 1))
+# More rows (tiles of M, K whole): (BLOCK_N, BLOCK_M, num_warps, num_stages)
+_LARGE_CONFIGS = ((128, 64, 4, 1), (128, 128, 8, 1), (256, 64, 8, 1), (256, 128, 8, 1))
+_TUNED: dict[tuple[int, bool], object] = {}
 
 
 def rows_for(group_size: int) -> int:
@@ -150,61 +171,74 @@ def rows_for(group_size: int) -> int:
     return 16 if group_size % 128 == 0 else 8
 
 
-def _tuned(group_size: int):
-    tuned = _TUNED.get(group_size)
+def _tuned(group_size: int, split: bool):
+    tuned = _TUNED.get((group_size, split))
     if tuned is None:
+        rows = rows_for(group_size)
         tuned = autotuned(_gemm_tc_kernel, [
-            triton.Config({"BLOCK_N": n, "ROWS": rows_for(group_size), "CHUNKS": c},
-                          num_warps=w, num_stages=s) for n, c, w, s in _CONFIGS])
-        _TUNED[group_size] = tuned
+            triton.Config({"BLOCK_N": n, "ROWS": rows, "CHUNKS": c}, num_warps=w,
+                          num_stages=s) for n, c, w, s in _CONFIGS] if split else [
+            triton.Config({"BLOCK_N": n, "BLOCK_M": m, "ROWS": rows, "CHUNKS": 1},
+                          num_warps=w, num_stages=s) for n, m, w, s in _LARGE_CONFIGS])
+        _TUNED[(group_size, split)] = tuned
     return tuned
 
 
 def unsupported_reason(x: torch.Tensor, k: int, group_size: int, bits: int,
                        has_g_idx: bool) -> str | None:
-    """Why this kernel cannot take the call (None: it can)."""
-    return refusal(x, k, group_size, bits, has_g_idx, MAX_M, 64)
+    """Why this kernel cannot take the call (None: it can; any number of rows)."""
+    return refusal(x, k, group_size, bits, has_g_idx, x.shape[0], 64)
 
 
-def block_m_for(m: int) -> int:
-    return max(16, triton.next_power_of_2(m))
+def _bucket(m: int) -> int:
+    """The autotuner's row key: the split tiling's BLOCK_M (16, 32, 64), then powers of
+    two up to 1024 (larger calls tile alike)."""
+    return min(1024, max(16, triton.next_power_of_2(m)))
 
 
 def launch(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
            biases: torch.Tensor, group_size: int,
            config: tuple[int, int, int, int] | None = None) -> torch.Tensor:
     """x [M, K] @ W -> new [M, N] in x's dtype, for arguments w4a16_gemm has checked and
-    ``unsupported_reason`` takes (call ``w4a16_gemm(..., variant="gemm-tc")``).
-    ``config``: (BLOCK_N, CHUNKS, num_warps, num_stages) instead of the autotuner's."""
+    ``unsupported_reason`` takes (call ``w4a16_gemm(..., variant="gemm-tc")``). Up to
+    MAX_M rows in one tile of M with K split over programs, more in tiles of M.
+    ``config`` instead of the autotuner's choice: (BLOCK_N, CHUNKS, num_warps,
+    num_stages) up to MAX_M rows, (BLOCK_N, BLOCK_M, num_warps, num_stages) beyond."""
     m, k = x.shape
     n = qweight.shape[1]
     out = torch.empty((m, n), dtype=x.dtype, device=x.device)
-    if n == 0:
+    if n == 0 or m == 0:
         return out
-    ws, counts = workspace(x.device, n)
+    split = m <= MAX_M
+    ws, counts = workspace(x.device, n) if split else (out, out)
     interpreted = is_interpreted(_gemm_tc_kernel)
-    block_m = block_m_for(m)
     rows = rows_for(group_size)
-    kwargs = dict(GROUP_SIZE=group_size, BLOCK_M=block_m, WEIGHT_ASM=_WEIGHT_ASM[x.dtype],
+    kwargs = dict(GROUP_SIZE=group_size, SPLIT=split, WEIGHT_ASM=_WEIGHT_ASM[x.dtype],
                   PTX=not interpreted)
-    tuned = None if interpreted else _tuned(group_size)
-    if interpreted and config is None:     # a narrow tile: several programs per N
-        config = (32, 1, 4, 1)
+    if split:
+        kwargs["BLOCK_M"] = _bucket(m)
+    tuned = None if interpreted else _tuned(group_size, split)
+    if interpreted and config is None:     # narrow tiles: several programs per N and M
+        config = (32, 1, 4, 1) if split else (32, 32, 4, 1)
     if config is not None:
-        block_n, chunks, warps, stages = config
-        if (k // 8) % (rows * chunks):
-            raise ValueError(f"gemm-tc config {config}: {chunks} chunks of {rows} rows of "
+        block_n, second, warps, stages = config
+        if split and (k // 8) % (rows * second):
+            raise ValueError(f"gemm-tc config {config}: {second} chunks of {rows} rows of "
                              f"words must divide K's {k // 8}")
-        kwargs.update(BLOCK_N=block_n, ROWS=rows, CHUNKS=chunks, EVEN_N=n % block_n == 0)
+        kwargs.update(BLOCK_N=block_n, ROWS=rows, EVEN_N=n % block_n == 0,
+                      **(dict(CHUNKS=second) if split else dict(BLOCK_M=second, CHUNKS=1)))
         if not interpreted:
             kwargs.update(num_warps=warps, num_stages=stages)
         tuned = None
     kernel = kernel_for(_gemm_tc_kernel, x.device, tuned=tuned)
 
     def grid(meta):
-        check_tiles(triton.cdiv(n, meta["BLOCK_N"]), counts)
-        return (triton.cdiv(n, meta["BLOCK_N"]), k // 8 // (meta["ROWS"] * meta["CHUNKS"]))
-    kernel[grid](x, qweight, scales, biases, out, ws, counts, m, n, k, block_m,
+        n_tiles = triton.cdiv(n, meta["BLOCK_N"])
+        if not split:
+            return (n_tiles, 1, triton.cdiv(m, meta["BLOCK_M"]))
+        check_tiles(n_tiles, counts)
+        return (n_tiles, k // 8 // (meta["ROWS"] * meta["CHUNKS"]), 1)
+    kernel[grid](x, qweight, scales, biases, out, ws, counts, m, n, k, _bucket(m),
                  x.stride(0), qweight.stride(0), scales.stride(0), out.stride(0),
                  ws.stride(0), **kwargs)
     return out
