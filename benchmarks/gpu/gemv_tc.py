@@ -31,16 +31,21 @@ KERNELS = {
     "gemv-tc": ("w4a16_gemv_tc", (1, 2, 4, 8, 16), (2, 9),
                 ((256, 2, 4), (256, 1, 4), (128, 4, 4)), ((32, 1, 4), (32, 2, 4)),
                 {"dot": 16, "gemv": 4}),
-    # (BLOCK_N, CHUNKS, num_warps, num_stages): SASS on this machine 3.2-3.6 instructions
-    # per weight at 16-64 rows, no spills, 96-196 registers
-    "gemm-tc": ("w4a16_gemm_tc", (16, 32, 48, 64), (17, 40),
-                ((128, 4, 4, 1), (128, 8, 4, 1), (128, 2, 4, 1), (64, 4, 4, 1), (256, 4, 8, 1),
-                 (128, 4, 4, 2)), ((32, 1, 4, 1), (32, 2, 4, 1)),
+    # (BLOCK_N, CHUNKS, num_warps, num_stages, ONE_DOT): call 44's best four (a dot per
+    # code position), and the same tiles with one dot per chunk
+    "gemm-tc": ("w4a16_gemm_tc", (8, 16, 32, 48, 64), (17, 40),
+                ((128, 4, 4, 1, False), (128, 8, 4, 1, False), (128, 2, 4, 1, False),
+                 (64, 4, 4, 1, False), (128, 4, 4, 1, True), (64, 4, 4, 1, True),
+                 (128, 2, 4, 1, True), (128, 4, 4, 2, True), (64, 4, 4, 2, True)),
+                ((32, 1, 4, 1, False), (32, 2, 4, 1, True)),
                 {"dot": 64, "gemv-tc": 16, "bf16": 64}),
-    # the same kernel past 64 rows, tiles of M: (BLOCK_N, BLOCK_M, num_warps, num_stages)
+    # the same kernel past 64 rows, tiles of M: (BLOCK_N, BLOCK_M, num_warps, num_stages,
+    # ONE_DOT)
     "gemm-tc-large": ("w4a16_gemm_tc", (128, 256, 1024), (70,),
-                      ((128, 64, 4, 1), (128, 128, 8, 1), (256, 64, 8, 1), (256, 128, 8, 1),
-                       (128, 128, 8, 2)), ((32, 32, 4, 1),), {"dot": 1 << 20, "bf16": 1 << 20}),
+                      ((128, 64, 4, 1, False), (256, 128, 8, 1, False), (128, 64, 4, 1, True),
+                       (256, 128, 8, 1, True), (128, 128, 8, 2, True), (128, 64, 4, 2, True),
+                       (256, 64, 8, 2, True)),
+                      ((32, 32, 4, 1, True),), {"dot": 1 << 20, "bf16": 1 << 20}),
 }
 
 
@@ -69,7 +74,8 @@ def run(smoke: bool, kernel: str = "gemv-tc") -> dict:
             x = torch.randn(m, k, generator=torch.Generator().manual_seed(m)).to(device, dtype)
             ref = w4a16_gemm_ref(x, *copies[0], group).float()
             rows = module.rows_for(group)
-            calls = {"tc_" + "x".join(map(str, (c[0], rows, *c[1:]))): (
+            calls = {"tc_" + "x".join(map(str, (c[0], rows, *c[1:]))).replace(
+                "xTrue", "x1dot").replace("xFalse", ""): (
                 lambda w, c=c: module.launch(x, *w, group, c)) for c in configs}
             for peer, most in peers.items():
                 if m <= most and peer != "bf16":

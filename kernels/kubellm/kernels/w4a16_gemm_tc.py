@@ -55,22 +55,21 @@ def _pairs_of(bits16):
 @triton.jit
 def _weights(words, scale, bias, J: tl.constexpr, ROWS: tl.constexpr, DTYPE: tl.constexpr,
              WEIGHT_ASM: tl.constexpr, PTX: tl.constexpr):
-    """[BLOCK_N, ROWS] words -> [BLOCK_N, 2 ROWS] weights c s + b in x's dtype of codes J
-    and J + 4 (column 2r + h: K row 8r + J + 4h). ``scale``, ``bias``: [BLOCK_N] pairs of
-    the group's 16-bit values (PTX) or its values (interpreter)."""
+    """[BLOCK_N, ROWS] words -> [BLOCK_N, ROWS, 2] weights c s + b in x's dtype of codes J
+    and J + 4 (K rows 8r + J + 4h). ``scale``, ``bias``: [BLOCK_N] pairs of the group's
+    16-bit values (PTX) or its values (interpreter)."""
     shifted = words >> (4 * J)   # (arithmetic: the bits it brings in stay above 19)
     block_n: tl.constexpr = shifted.shape[0]
     if PTX:
         s = tl.broadcast_to(scale[:, None, None], (block_n, ROWS, 2))
         b = tl.broadcast_to(bias[:, None, None], (block_n, ROWS, 2))
-        w = tl.inline_asm_elementwise(WEIGHT_ASM, "=r,r,r,r,r,r,r",
-                                      [tl.join(shifted, shifted), s, b],
-                                      dtype=DTYPE.value, is_pure=True, pack=2)
-    else:   # the interpreter: the same values, rounded once from fp32
-        h = tl.arange(0, 2)
-        codes = ((tl.join(shifted, shifted) >> (16 * h)) & 0xF).to(tl.float32)
-        w = (codes * scale[:, None, None] + bias[:, None, None]).to(DTYPE)
-    return tl.reshape(w, (block_n, 2 * ROWS))
+        return tl.inline_asm_elementwise(WEIGHT_ASM, "=r,r,r,r,r,r,r",
+                                         [tl.join(shifted, shifted), s, b],
+                                         dtype=DTYPE.value, is_pure=True, pack=2)
+    # the interpreter: the same values, rounded once from fp32
+    h = tl.arange(0, 2)
+    codes = ((tl.join(shifted, shifted) >> (16 * h)) & 0xF).to(tl.float32)
+    return (codes * scale[:, None, None] + bias[:, None, None]).to(DTYPE)
 
 
 @triton.jit
@@ -91,6 +90,7 @@ def _gemm_tc_kernel(
     ROWS: tl.constexpr,           # word rows (8 K rows each) per chunk, in one group
     CHUNKS: tl.constexpr,         # chunks per program (SPLIT; else all of K's)
     SPLIT: tl.constexpr,          # K split over programs (one M tile, M <= MAX_M)
+    ONE_DOT: tl.constexpr,        # one dot per chunk, weights joined into x's K order
     EVEN_N: tl.constexpr,
     WEIGHT_ASM: tl.constexpr,
     PTX: tl.constexpr,            # False: the interpreter (no PTX, no 16-bit dots)
@@ -125,20 +125,29 @@ def _gemm_tc_kernel(
         else:
             scale = scale.to(tl.float32)
             bias = bias.to(tl.float32)
-        x = tl.load(x_ptr + offs_m[:, None] * stride_xm + first * 8 +
-                    tl.arange(0, 8 * ROWS)[None, :], mask=mask_m[:, None], other=0.0)
-        # [BLOCK_M, 8 ROWS], K row 8r + 4h + 2 j1 + j0 -> the code positions j = 2 j1 + j0
-        even, odd = tl.split(tl.reshape(x, (BLOCK_M, ROWS, 2, 2, 2)))
-        x0, x2 = tl.split(even)
-        x1, x3 = tl.split(odd)
-        acc = _mma(acc, _weights(words, scale, bias, 0, ROWS, DTYPE, WEIGHT_ASM, PTX), x0,
-                   ROWS, PTX)
-        acc = _mma(acc, _weights(words, scale, bias, 1, ROWS, DTYPE, WEIGHT_ASM, PTX), x1,
-                   ROWS, PTX)
-        acc = _mma(acc, _weights(words, scale, bias, 2, ROWS, DTYPE, WEIGHT_ASM, PTX), x2,
-                   ROWS, PTX)
-        acc = _mma(acc, _weights(words, scale, bias, 3, ROWS, DTYPE, WEIGHT_ASM, PTX), x3,
-                   ROWS, PTX)
+        w0 = _weights(words, scale, bias, 0, ROWS, DTYPE, WEIGHT_ASM, PTX)
+        w1 = _weights(words, scale, bias, 1, ROWS, DTYPE, WEIGHT_ASM, PTX)
+        w2 = _weights(words, scale, bias, 2, ROWS, DTYPE, WEIGHT_ASM, PTX)
+        w3 = _weights(words, scale, bias, 3, ROWS, DTYPE, WEIGHT_ASM, PTX)
+        if ONE_DOT:   # [BLOCK_N, ROWS, 2 (h), 2 (j1), 2 (j0)]: K row 8r + 4h + 2 j1 + j0
+            w = tl.reshape(tl.join(tl.join(w0, w2), tl.join(w1, w3)), (BLOCK_N, 8 * ROWS))
+            xt = tl.load(x_ptr + offs_m[None, :] * stride_xm + first * 8 +
+                         tl.arange(0, 8 * ROWS)[:, None], mask=mask_m[None, :], other=0.0)
+            acc = _mma(acc, w, xt, PTX)
+        else:         # a dot per code position j, x split in registers into the four
+            x = tl.load(x_ptr + offs_m[:, None] * stride_xm + first * 8 +
+                        tl.arange(0, 8 * ROWS)[None, :], mask=mask_m[:, None], other=0.0)
+            even, odd = tl.split(tl.reshape(x, (BLOCK_M, ROWS, 2, 2, 2)))
+            x0, x2 = tl.split(even)
+            x1, x3 = tl.split(odd)
+            acc = _mma(acc, tl.reshape(w0, (BLOCK_N, 2 * ROWS)),
+                       tl.trans(tl.reshape(x0, (BLOCK_M, 2 * ROWS))), PTX)
+            acc = _mma(acc, tl.reshape(w1, (BLOCK_N, 2 * ROWS)),
+                       tl.trans(tl.reshape(x1, (BLOCK_M, 2 * ROWS))), PTX)
+            acc = _mma(acc, tl.reshape(w2, (BLOCK_N, 2 * ROWS)),
+                       tl.trans(tl.reshape(x2, (BLOCK_M, 2 * ROWS))), PTX)
+            acc = _mma(acc, tl.reshape(w3, (BLOCK_N, 2 * ROWS)),
+                       tl.trans(tl.reshape(x3, (BLOCK_M, 2 * ROWS))), PTX)
     out_at = out_ptr + offs_m[None, :] * stride_om + offs_n[:, None]
     mask = mask_m[None, :] & mask_n[:, None]
     if SPLIT:
@@ -149,10 +158,8 @@ def _gemm_tc_kernel(
 
 
 @triton.jit
-def _mma(acc, w, x, ROWS: tl.constexpr, PTX: tl.constexpr):
-    """acc [BLOCK_N, BLOCK_M] += w [BLOCK_N, 2 ROWS] @ x^T, x [BLOCK_M, ROWS, 2] in the
-    same K order as w's columns."""
-    xt = tl.trans(tl.reshape(x, (x.shape[0], 2 * ROWS)))
+def _mma(acc, w, xt, PTX: tl.constexpr):
+    """acc [BLOCK_N, BLOCK_M] += w [BLOCK_N, K] @ xt [K, BLOCK_M]."""
     if PTX:
         return tl.dot(w, xt, acc)
     return tl.dot(w.to(tl.float32), xt.to(tl.float32), acc)   # numpy has no 16-bit dots
@@ -160,9 +167,12 @@ def _mma(acc, w, x, ROWS: tl.constexpr, PTX: tl.constexpr):
 
 # Split K (M <= MAX_M, BLOCK_M the launcher's): (BLOCK_N, CHUNKS, num_warps, num_stages);
 # ROWS from the group size
-_CONFIGS = ((128, 4, 4, 1), (128, 8, 4, 1), (64, 4, 4, 1), (128, 2, 4, 1))
+_CONFIGS = ((128, 4, 4, 1, False), (128, 8, 4, 1, False), (64, 4, 4, 1, False),
+            (128, 2, 4, 1, False), (128, 4, 4, 1, True), (64, 4, 4, 1, True),
+            (128, 4, 4, 2, True))
 # More rows (tiles of M, K whole): (BLOCK_N, BLOCK_M, num_warps, num_stages)
-_LARGE_CONFIGS = ((128, 64, 4, 1), (128, 128, 8, 1), (256, 64, 8, 1), (256, 128, 8, 1))
+_LARGE_CONFIGS = ((128, 64, 4, 1, False), (256, 128, 8, 1, False), (128, 64, 4, 1, True),
+                  (256, 128, 8, 1, True), (128, 128, 8, 2, True), (128, 64, 4, 2, True))
 _TUNED: dict[tuple[int, bool], object] = {}
 
 
@@ -176,10 +186,12 @@ def _tuned(group_size: int, split: bool):
     if tuned is None:
         rows = rows_for(group_size)
         tuned = autotuned(_gemm_tc_kernel, [
-            triton.Config({"BLOCK_N": n, "ROWS": rows, "CHUNKS": c}, num_warps=w,
-                          num_stages=s) for n, c, w, s in _CONFIGS] if split else [
-            triton.Config({"BLOCK_N": n, "BLOCK_M": m, "ROWS": rows, "CHUNKS": 1},
-                          num_warps=w, num_stages=s) for n, m, w, s in _LARGE_CONFIGS])
+            triton.Config({"BLOCK_N": n, "ROWS": rows, "CHUNKS": c, "ONE_DOT": one},
+                          num_warps=w, num_stages=s) for n, c, w, s, one in _CONFIGS]
+            if split else [
+            triton.Config({"BLOCK_N": n, "BLOCK_M": m, "ROWS": rows, "CHUNKS": 1,
+                           "ONE_DOT": one}, num_warps=w, num_stages=s)
+            for n, m, w, s, one in _LARGE_CONFIGS])
         _TUNED[(group_size, split)] = tuned
     return tuned
 
@@ -198,12 +210,13 @@ def _bucket(m: int) -> int:
 
 def launch(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
            biases: torch.Tensor, group_size: int,
-           config: tuple[int, int, int, int] | None = None) -> torch.Tensor:
+           config: tuple | None = None) -> torch.Tensor:
     """x [M, K] @ W -> new [M, N] in x's dtype, for arguments w4a16_gemm has checked and
     ``unsupported_reason`` takes (call ``w4a16_gemm(..., variant="gemm-tc")``). Up to
     MAX_M rows in one tile of M with K split over programs, more in tiles of M.
     ``config`` instead of the autotuner's choice: (BLOCK_N, CHUNKS, num_warps,
-    num_stages) up to MAX_M rows, (BLOCK_N, BLOCK_M, num_warps, num_stages) beyond."""
+    num_stages, ONE_DOT) up to MAX_M rows, (BLOCK_N, BLOCK_M, num_warps, num_stages,
+    ONE_DOT) beyond (ONE_DOT may be left out: False)."""
     m, k = x.shape
     n = qweight.shape[1]
     out = torch.empty((m, n), dtype=x.dtype, device=x.device)
@@ -221,11 +234,11 @@ def launch(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
     if interpreted and config is None:     # narrow tiles: several programs per N and M
         config = (32, 1, 4, 1) if split else (32, 32, 4, 1)
     if config is not None:
-        block_n, second, warps, stages = config
+        block_n, second, warps, stages, one_dot = (*config, False)[:5]
         if split and (k // 8) % (rows * second):
             raise ValueError(f"gemm-tc config {config}: {second} chunks of {rows} rows of "
                              f"words must divide K's {k // 8}")
-        kwargs.update(BLOCK_N=block_n, ROWS=rows, EVEN_N=n % block_n == 0,
+        kwargs.update(BLOCK_N=block_n, ROWS=rows, EVEN_N=n % block_n == 0, ONE_DOT=one_dot,
                       **(dict(CHUNKS=second) if split else dict(BLOCK_M=second, CHUNKS=1)))
         if not interpreted:
             kwargs.update(num_warps=warps, num_stages=stages)
