@@ -4,9 +4,10 @@ import pytest
 import torch
 
 from kubellm.kernels.quant_layout import dequantize, pack_codes, unpack_codes
-from kubellm.kernels.w4a16_gemm import (GEMM_TC_MAX_M, GEMV_DEFAULT_MAX_M, GEMV_MAX_M,
-                                        GEMV_TC_MAX_M, GEMVS, TOLERANCES, VARIANTS,
-                                        w4a16_gemm, w4a16_gemm_ref)
+from kubellm.kernels.w4a16_gemm import (GEMM_TC_DEFAULT_MAX_M, GEMV_DEFAULT_MAX_M,
+                                        GEMV_MAX_M, GEMV_TC_DEFAULT_MAX_M, GEMV_TC_MAX_M,
+                                        GEMVS, TOLERANCES, VARIANTS, w4a16_gemm,
+                                        w4a16_gemm_ref)
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 
@@ -220,7 +221,7 @@ def test_gemv_refuses_what_it_does_not_take():
 
 
 def test_the_default_sends_few_rows_to_the_gemvs_where_they_take_them(monkeypatch):
-    """One row to the FFMA GEMV, 2-16 to the tensor-core one, 17-64 to the tensor-core
+    """One row to the FFMA GEMV, 2-8 to the tensor-core one, 9-32 to the tensor-core
     GEMM, more to "dot"; a call a kernel does not take (fp32, act-order, groups of 32 for
     the tensor-core ones) to the next that does."""
     import kubellm.kernels.w4a16_gemm_tc as gemm_tc
@@ -234,18 +235,19 @@ def test_the_default_sends_few_rows_to_the_gemvs_where_they_take_them(monkeypatc
     weight, _ = make_weight(128, 48, group_size=64)
     check(1, weight, torch.bfloat16)                        # gemv
     check(2, weight, torch.float16)                         # gemv-tc
-    check(GEMV_TC_MAX_M, weight, torch.bfloat16)            # gemv-tc
-    check(GEMV_TC_MAX_M + 1, weight, torch.bfloat16)        # gemm-tc
-    check(GEMM_TC_MAX_M, weight, torch.float16)             # gemm-tc
-    check(GEMM_TC_MAX_M + 1, weight, torch.bfloat16)        # more rows: dot
+    check(GEMV_TC_DEFAULT_MAX_M, weight, torch.bfloat16)    # gemv-tc
+    check(GEMV_TC_DEFAULT_MAX_M + 1, weight, torch.bfloat16)  # gemm-tc
+    check(GEMM_TC_DEFAULT_MAX_M, weight, torch.float16)     # gemm-tc
+    check(GEMM_TC_DEFAULT_MAX_M + 1, weight, torch.bfloat16)  # more rows: dot
     check(1, weight, torch.float32)                         # fp32 activations: dot
     check(20, make_weight(128, 48, group_size=32)[0], torch.bfloat16)  # dot
     check(1, make_weight(128, 48, group_size=32, act_order=True)[0], torch.bfloat16)
     check(3, make_weight(128, 48, group_size=32)[0], torch.bfloat16)   # dot
     check(1, make_weight(128, 48, group_size=32)[0], torch.bfloat16)   # gemv
     assert GEMV_DEFAULT_MAX_M == 1
-    assert calls == [("gemv", 1), ("gemv-tc", 2), ("gemv-tc", GEMV_TC_MAX_M),
-                     ("gemm-tc", GEMV_TC_MAX_M + 1), ("gemm-tc", GEMM_TC_MAX_M), ("gemv", 1)]
+    assert calls == [("gemv", 1), ("gemv-tc", 2), ("gemv-tc", GEMV_TC_DEFAULT_MAX_M),
+                     ("gemm-tc", GEMV_TC_DEFAULT_MAX_M + 1), ("gemm-tc", GEMM_TC_DEFAULT_MAX_M),
+                     ("gemv", 1)]
 
 
 @pytest.fixture
@@ -375,7 +377,7 @@ def test_gpu_act_order_and_eight_bit(cuda):
 def test_gpu_every_variant_at_a_real_shape(cuda, variant):
     weight, _ = make_weight(4096, 6144, group_size=128, device=cuda)
     rows = {"gemv": [1, GEMV_MAX_M], "gemv-tc": [1, 2, 8, 9, GEMV_TC_MAX_M],
-            "gemm-tc": [1, 16, 17, 40, GEMM_TC_MAX_M, 65, 300]}
+            "gemm-tc": [1, 16, 17, 40, 64, 65, 300]}
     for m in rows.get(variant, [1, 16, 64]):
         check(m, weight, torch.bfloat16, cuda, variant=variant)
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Session s15, ~560 s: issue 16's comparison with the tensor-core kernels as the defaults
-# (gemv at 1 row, gemv-tc at 2-16, gemm-tc at 17-64) -- the GEMM part, the bf16 and 4-bit
+# (gemv at 1 row, gemv-tc at 2-8, gemm-tc at 9-32) -- the GEMM part, the bf16 and 4-bit
 # engines (decode at batch 1-256, W, memory) -- then the 4-bit engine GPU tests with them
 # in their decode graphs.
 cd "$(dirname "$0")/../../.."

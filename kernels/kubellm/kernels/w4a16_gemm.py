@@ -159,16 +159,20 @@ GEMV_MAX_M = w4a16_gemv.MAX_M  # ... but calls of few rows that a GEMV kernel ta
 # one row to "gemv" (FFMA), which beat "dot" at 1-2 rows on every shape (call 30: 1.6-2.5x
 # at one row) and "gemv-tc" at one row (call 41: by 4-16%) ...
 GEMV_DEFAULT_MAX_M = 1
-# ... and 2-16 rows to "gemv-tc" (w4a16_gemv_tc.py; call 41: 1.15-1.26x the FFMA GEMV at
-# two rows, 1.45-2.0x at four, 1.5-1.7x "dot" at eight, 1.22-1.31x at sixteen)
+# ... 2-8 rows to "gemv-tc" (w4a16_gemv_tc.py, which takes up to GEMV_TC_MAX_M; call 41:
+# 1.15-1.26x the FFMA GEMV at two rows, 1.45-2.0x at four, 1.5-1.7x "dot" at eight; call
+# 45: 1.06-1.3x "gemm-tc" at eight) ...
 GEMV_TC_MAX_M = w4a16_gemv_tc.MAX_M
-# ... and 17-64 rows to "gemm-tc" (w4a16_gemm_tc.py: the weights finished in 16-bit before
-# the MMA; 3.2-3.6 SASS instructions per weight at 16-64 rows against "dot"'s 8-9)
-GEMM_TC_MAX_M = w4a16_gemm_tc.MAX_M
+GEMV_TC_DEFAULT_MAX_M = 8
+# ... and 9-32 rows to "gemm-tc" (w4a16_gemm_tc.py, the weights finished in 16-bit before
+# the MMA; calls 44-45: 1.0-1.2x "gemv-tc" at sixteen rows, 1.25-1.5x "dot" at 32; at 48-64
+# rows and past them it won on some shapes and lost on others, 0.70-1.37x "dot")
+GEMM_TC_DEFAULT_MAX_M = 32
 # the GEMV variants' modules (unsupported_reason, launch) and the most rows each takes by
 # default, in the order the default tries them
-GEMVS = {"gemv": (w4a16_gemv, GEMV_DEFAULT_MAX_M), "gemv-tc": (w4a16_gemv_tc, GEMV_TC_MAX_M),
-         "gemm-tc": (w4a16_gemm_tc, GEMM_TC_MAX_M)}
+GEMVS = {"gemv": (w4a16_gemv, GEMV_DEFAULT_MAX_M),
+         "gemv-tc": (w4a16_gemv_tc, GEMV_TC_DEFAULT_MAX_M),
+         "gemm-tc": (w4a16_gemm_tc, GEMM_TC_DEFAULT_MAX_M)}
 
 
 def default_variant(x: torch.Tensor, k: int, group_size: int, bits: int,
@@ -217,8 +221,8 @@ def w4a16_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
                g_idx: torch.Tensor | None = None, variant: str | None = None) -> torch.Tensor:
     """x [M, K] (last dim contiguous) @ W -> new [M, N] in x's dtype. ``variant`` (one of
     VARIANTS) picks the kernel; None is "gemv" for calls of at most GEMV_DEFAULT_MAX_M rows
-    that it takes, "gemv-tc" for those of at most GEMV_TC_MAX_M that it takes, "gemm-tc"
-    for those of at most GEMM_TC_MAX_M, else DEFAULT_VARIANT."""
+    that it takes, "gemv-tc" for those of at most GEMV_TC_DEFAULT_MAX_M that it takes,
+    "gemm-tc" for those of at most GEMM_TC_DEFAULT_MAX_M, else DEFAULT_VARIANT."""
     _check(x, qweight, scales, biases, group_size, bits, g_idx)
     m, k = x.shape
     n = qweight.shape[1]

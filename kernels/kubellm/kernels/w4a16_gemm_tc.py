@@ -165,14 +165,14 @@ def _mma(acc, w, xt, PTX: tl.constexpr):
     return tl.dot(w.to(tl.float32), xt.to(tl.float32), acc)   # numpy has no 16-bit dots
 
 
-# Split K (M <= MAX_M, BLOCK_M the launcher's): (BLOCK_N, CHUNKS, num_warps, num_stages);
-# ROWS from the group size
+# Split K (M <= MAX_M, BLOCK_M the launcher's): (BLOCK_N, CHUNKS, num_warps, num_stages,
+# ONE_DOT); ROWS from the group size. Calls 44-45 timed nine alone at 8-64 rows: these
+# five were the best at 9-32 rows on every Llama-3-8B shape (ONE_DOT only at 4096x4096).
 _CONFIGS = ((128, 4, 4, 1, False), (128, 8, 4, 1, False), (64, 4, 4, 1, False),
-            (128, 2, 4, 1, False), (128, 4, 4, 1, True), (64, 4, 4, 1, True),
-            (128, 4, 4, 2, True))
-# More rows (tiles of M, K whole): (BLOCK_N, BLOCK_M, num_warps, num_stages)
-_LARGE_CONFIGS = ((128, 64, 4, 1, False), (256, 128, 8, 1, False), (128, 64, 4, 1, True),
-                  (256, 128, 8, 1, True), (128, 128, 8, 2, True), (128, 64, 4, 2, True))
+            (128, 2, 4, 1, False), (64, 4, 4, 2, True))
+# More rows (tiles of M, K whole): (BLOCK_N, BLOCK_M, num_warps, num_stages, ONE_DOT), the
+# best two of seven at 128-1024 rows (call 45)
+_LARGE_CONFIGS = ((128, 128, 8, 2, True), (256, 128, 8, 1, False))
 _TUNED: dict[tuple[int, bool], object] = {}
 
 
