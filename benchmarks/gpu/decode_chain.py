@@ -4,8 +4,8 @@ gate/up, down -- over 32 layers, each GEMM's input the one before's output, capt
 one CUDA graph and replayed, for
 
 - ``bf16``: torch.matmul on bf16 weights (cuBLAS), what the bf16 engine runs;
-- ``4bit``: w4a16_gemm's default kernels (the GEMVs at 1-16 rows) on random codes of the
-  real packing;
+- ``4bit``: w4a16_gemm's default kernels (default_variant's choice per row count) on
+  random codes of the real packing;
 - ``+elementwise``: each GEMM followed by an in-place torch op on its output (the
   engine's norms, activations and rotary sit between its GEMMs).
 
