@@ -36,7 +36,10 @@ KERNELS = {
     "gemm-tc": ("w4a16_gemm_tc", (8, 16, 32, 48, 64), (17, 40),
                 ((128, 4, 4, 1, False), (128, 8, 4, 1, False), (128, 2, 4, 1, False),
                  (64, 4, 4, 1, False), (128, 4, 4, 1, True), (64, 4, 4, 1, True),
-                 (128, 2, 4, 1, True), (128, 4, 4, 2, True), (64, 4, 4, 2, True)),
+                 (128, 2, 4, 1, True), (128, 4, 4, 2, True), (64, 4, 4, 2, True),
+                 # eight warps (call 47, 48-64 rows): 3.2-4.2 instructions per weight
+                 (256, 4, 8, 1, False), (128, 4, 8, 1, False), (128, 4, 8, 1, True),
+                 (256, 2, 8, 1, False), (256, 4, 8, 1, True)),
                 ((32, 1, 4, 1, False), (32, 2, 4, 1, True)),
                 {"dot": 64, "gemv-tc": 16, "bf16": 64}),
     # the same kernel past 64 rows, tiles of M: (BLOCK_N, BLOCK_M, num_warps, num_stages,
@@ -49,7 +52,7 @@ KERNELS = {
 }
 
 
-def run(smoke: bool, kernel: str = "gemv-tc") -> dict:
+def run(smoke: bool, kernel: str = "gemv-tc", rows: list[int] | None = None) -> dict:
     import importlib
 
     import torch
@@ -70,7 +73,7 @@ def run(smoke: bool, kernel: str = "gemv-tc") -> dict:
         copies, nbytes = int4_copies(k, n, group, device, dtype, copies_of)
         dense = [torch.randn(n, k, device=device, dtype=dtype) * 0.02 for _ in range(
             copies_of(2 * k * n))] if "bf16" in peers else []
-        for m in (smoke_rows if smoke else all_rows):
+        for m in (rows or (smoke_rows if smoke else all_rows)):
             x = torch.randn(m, k, generator=torch.Generator().manual_seed(m)).to(device, dtype)
             ref = w4a16_gemm_ref(x, *copies[0], group).float()
             rows = module.rows_for(group)
@@ -122,10 +125,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path)
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--kernel", choices=sorted(KERNELS), default="gemv-tc")
+    ap.add_argument("--rows", help="row counts instead of the kernel's, e.g. 48,64")
     args = ap.parse_args(argv)
     if args.smoke:
         os.environ.setdefault("TRITON_INTERPRET", "1")
-    result = run(args.smoke, args.kernel)
+    result = run(args.smoke, args.kernel,
+                 [int(r) for r in args.rows.split(",")] if args.rows else None)
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / f"{args.kernel.replace('-', '_')}.json").write_text(
