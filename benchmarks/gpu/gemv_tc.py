@@ -52,7 +52,7 @@ KERNELS = {
 }
 
 
-def run(smoke: bool, kernel: str = "gemv-tc", rows: list[int] | None = None) -> dict:
+def run(smoke: bool, kernel: str = "gemv-tc", row_counts: list[int] | None = None) -> dict:
     import importlib
 
     import torch
@@ -73,7 +73,7 @@ def run(smoke: bool, kernel: str = "gemv-tc", rows: list[int] | None = None) -> 
         copies, nbytes = int4_copies(k, n, group, device, dtype, copies_of)
         dense = [torch.randn(n, k, device=device, dtype=dtype) * 0.02 for _ in range(
             copies_of(2 * k * n))] if "bf16" in peers else []
-        for m in (rows or (smoke_rows if smoke else all_rows)):
+        for m in (row_counts or (smoke_rows if smoke else all_rows)):
             x = torch.randn(m, k, generator=torch.Generator().manual_seed(m)).to(device, dtype)
             ref = w4a16_gemm_ref(x, *copies[0], group).float()
             rows = module.rows_for(group)
