@@ -8,12 +8,20 @@ A kernel compiled for the GPU cannot run on CPU tensors; we say so instead of le
 triton fail with an obscure message.
 """
 import torch
+import triton
 from triton.runtime.interpreter import InterpretedFunction
 
 
 def is_interpreted(kernel) -> bool:
     """True when `kernel` (a ``@triton.jit`` function) runs in triton's CPU interpreter."""
     return isinstance(kernel, InterpretedFunction)
+
+
+def row_bucket(m: int) -> int:
+    """The autotuners' row key for the W4A16 kernels: decode rows per tile (16, 32, 64),
+    then prefill sizes up to 1024 (larger ones tile alike), so CUDA-graph capture of many
+    batch sizes tunes a handful of times."""
+    return min(1024, max(16, triton.next_power_of_2(m)))
 
 
 def kernel_for(kernel, device: torch.device, tuned=None):

@@ -21,7 +21,8 @@ import triton
 import triton.language as tl
 
 from kubellm.kernels import w4a16_gemm_tc, w4a16_gemv, w4a16_gemv_tc
-from kubellm.kernels._launch import FLOAT_DTYPES, check_tensor, is_interpreted, kernel_for
+from kubellm.kernels._launch import (FLOAT_DTYPES, check_tensor, is_interpreted, kernel_for,
+                                     row_bucket)
 from kubellm.kernels.quant_layout import codes_per_word, dequantize
 from kubellm.kernels.split_k import MAX_M as DECODE_MAX_M
 from kubellm.kernels.split_k import check_tiles, sum_splits, workspace
@@ -168,8 +169,8 @@ GEMV_TC_DEFAULT_MAX_M = 8
 # the MMA; calls 44-45: 1.0-1.2x "gemv-tc" at sixteen rows, 1.25-1.5x "dot" at 32; at 48-64
 # rows and past them it won on some shapes and lost on others, 0.70-1.37x "dot")
 GEMM_TC_DEFAULT_MAX_M = 32
-# the GEMV variants' modules (unsupported_reason, launch) and the most rows each takes by
-# default, in the order the default tries them
+# the variants with a module of their own (unsupported_reason, launch) -- the GEMVs and
+# gemm-tc -- and the most rows each takes by default, in the order the default tries them
 GEMVS = {"gemv": (w4a16_gemv, GEMV_DEFAULT_MAX_M),
          "gemv-tc": (w4a16_gemv_tc, GEMV_TC_DEFAULT_MAX_M),
          "gemm-tc": (w4a16_gemm_tc, GEMM_TC_DEFAULT_MAX_M)}
@@ -184,13 +185,6 @@ def default_variant(x: torch.Tensor, k: int, group_size: int, bits: int,
                 x, k, group_size, bits, has_g_idx) is None:
             return name
     return DEFAULT_VARIANT
-
-
-def _m_bucket(m: int) -> int:
-    """What the autotuner keys on: decode rows per tile (16, 32, 64), then prefill sizes
-    up to 1024 (larger ones tile alike), so CUDA-graph capture of many batch sizes tunes
-    a handful of times."""
-    return min(1024, max(16, triton.next_power_of_2(m)))
 
 
 def _check(x, qweight, scales, biases, group_size, bits, g_idx):
@@ -258,7 +252,7 @@ def w4a16_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
         kwargs.update(_INTERPRETED_TILES, SPLIT_K=_INTERPRETED_TILES["SPLIT_K"] if decode
                       else 1)
     elif decode:
-        kwargs["BLOCK_M"] = _m_bucket(m)
+        kwargs["BLOCK_M"] = row_bucket(m)
 
     def grid(meta):
         tiles = (triton.cdiv(n, meta["BLOCK_N"]), triton.cdiv(m, meta["BLOCK_M"]))
@@ -266,7 +260,7 @@ def w4a16_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
             check_tiles(tiles[0] * tiles[1], counts)
         return (*tiles, meta["SPLIT_K"])
     kernel[grid](x, qweight, scales, biases, g_idx if g_idx is not None else qweight, out,
-                 ws, counts, m, n, k, _m_bucket(m), x.stride(0), qweight.stride(0),
+                 ws, counts, m, n, k, row_bucket(m), x.stride(0), qweight.stride(0),
                  scales.stride(0), out.stride(0), ws.stride(0), **kwargs)
     return out.to(x.dtype) if zeros else out
 

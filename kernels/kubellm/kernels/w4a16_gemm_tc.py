@@ -11,8 +11,10 @@ row count -- and the fp32 sums run over the whole K range of a program.
 
 The product runs transposed as in the GEMV -- out^T [N, M] = W^T [N, K] x^T [K, M] -- so
 the weights are the MMA's register operand and x's rows its columns. x is loaded in its
-own K order (16-byte loads) and split in registers into the four code positions of a pair
-(K offsets j and j + 4 within a word) that the weights come in. Up to MAX_M rows (split_k's
+own K order (16-byte loads) and either split in registers into the four code positions
+of a pair (K offsets j and j + 4 within a word) that the weights come in, a dot each, or
+(ONE_DOT) the four positions' weights are joined back into x's K order for one dot per
+chunk (the join goes through shared memory; calls 44-45 timed both). Up to MAX_M rows (split_k's
 workspace) run as one tile of M with K split over programs (split_k.sum_splits), so a few
 output tiles still spread the weight read over every SM; more rows run in tiles of M,
 each program over the whole of K.
@@ -23,11 +25,10 @@ import torch
 import triton
 import triton.language as tl
 
-from kubellm.kernels._launch import is_interpreted, kernel_for
+from kubellm.kernels._launch import is_interpreted, kernel_for, row_bucket
 from kubellm.kernels.split_k import MAX_M, check_tiles, sum_splits, workspace
 from kubellm.kernels.w4a16_gemv import autotuned, refusal
 
-DTYPES = (torch.float16, torch.bfloat16)
 # per dtype: OFFSET's bits (OR-ed with a code pair), 1.0 and -OFFSET as pairs
 _ASM = """{{
  .reg .b32 t, one, minus;
@@ -202,12 +203,6 @@ def unsupported_reason(x: torch.Tensor, k: int, group_size: int, bits: int,
     return refusal(x, k, group_size, bits, has_g_idx, x.shape[0], 64)
 
 
-def _bucket(m: int) -> int:
-    """The autotuner's row key: the split tiling's BLOCK_M (16, 32, 64), then powers of
-    two up to 1024 (larger calls tile alike)."""
-    return min(1024, max(16, triton.next_power_of_2(m)))
-
-
 def launch(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
            biases: torch.Tensor, group_size: int,
            config: tuple | None = None) -> torch.Tensor:
@@ -229,7 +224,7 @@ def launch(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
     kwargs = dict(GROUP_SIZE=group_size, SPLIT=split, WEIGHT_ASM=_WEIGHT_ASM[x.dtype],
                   PTX=not interpreted)
     if split:
-        kwargs["BLOCK_M"] = _bucket(m)
+        kwargs["BLOCK_M"] = row_bucket(m)
     tuned = None if interpreted else _tuned(group_size, split)
     if interpreted and config is None:     # narrow tiles: several programs per N and M
         config = (32, 1, 4, 1) if split else (32, 32, 4, 1)
@@ -251,7 +246,7 @@ def launch(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
             return (n_tiles, 1, triton.cdiv(m, meta["BLOCK_M"]))
         check_tiles(n_tiles, counts)
         return (n_tiles, k // 8 // (meta["ROWS"] * meta["CHUNKS"]), 1)
-    kernel[grid](x, qweight, scales, biases, out, ws, counts, m, n, k, _bucket(m),
+    kernel[grid](x, qweight, scales, biases, out, ws, counts, m, n, k, row_bucket(m),
                  x.stride(0), qweight.stride(0), scales.stride(0), out.stride(0),
                  ws.stride(0), **kwargs)
     return out
