@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from kubellm.kernels.quant_layout import dequantize, pack_codes, unpack_codes
-from kubellm.kernels.w4a16_gemm import (GEMM_TC_DEFAULT_MAX_M, GEMV_DEFAULT_MAX_M,
+from kubellm.kernels.w4a16_gemm import (DEQUANT_DEFAULT_MIN_M, GEMM_TC_DEFAULT_MAX_M, GEMV_DEFAULT_MAX_M,
                                         GEMV_MAX_M, GEMV_TC_DEFAULT_MAX_M, GEMV_TC_MAX_M,
                                         GEMVS, TOLERANCES, VARIANTS, w4a16_gemm,
                                         w4a16_gemm_ref)
@@ -62,6 +62,9 @@ def test_dequantize_is_code_times_scale_plus_bias():
 def test_matches_reference(m, dtype):
     weight, _ = make_weight(128, 80, group_size=32)
     check(m, weight, dtype)
+    if m > 64:    # (the default's is "dequant" there)
+        check(m, weight, dtype, variant="dot")
+        check(66, make_weight(96, 40, group_size=32, act_order=True)[0], dtype, variant="dot")
 
 
 @pytest.mark.parametrize("variant", [v for v in VARIANTS if v not in GEMVS])
@@ -226,13 +229,16 @@ def test_gemv_refuses_what_it_does_not_take():
 
 def test_the_default_sends_few_rows_to_the_gemvs_where_they_take_them(monkeypatch):
     """One row to the FFMA GEMV, 2-8 to the tensor-core one, 9-32 to the tensor-core
-    GEMM, more to "dot"; a call a kernel does not take (fp32, act-order, groups of 32 for
-    the tensor-core ones) to the next that does."""
+    GEMM, more to "dot", from DEQUANT_DEFAULT_MIN_M to "dequant" whatever the call; a
+    call a kernel does not take (fp32, act-order, groups of 32 for the tensor-core ones)
+    to the next that does."""
+    import kubellm.kernels.w4a16_dequant as dequant
     import kubellm.kernels.w4a16_gemm_tc as gemm_tc
     import kubellm.kernels.w4a16_gemv as gemv
     import kubellm.kernels.w4a16_gemv_tc as gemv_tc
     calls = []
-    for name, module in (("gemv", gemv), ("gemv-tc", gemv_tc), ("gemm-tc", gemm_tc)):
+    for name, module in (("gemv", gemv), ("gemv-tc", gemv_tc), ("gemm-tc", gemm_tc),
+                         ("dequant", dequant)):
         real = module.launch
         monkeypatch.setattr(module, "launch", lambda x, *a, name=name, real=real:
                             calls.append((name, x.shape[0])) or real(x, *a))
@@ -248,10 +254,15 @@ def test_the_default_sends_few_rows_to_the_gemvs_where_they_take_them(monkeypatc
     check(1, make_weight(128, 48, group_size=32, act_order=True)[0], torch.bfloat16)
     check(3, make_weight(128, 48, group_size=32)[0], torch.bfloat16)   # dot
     check(1, make_weight(128, 48, group_size=32)[0], torch.bfloat16)   # gemv
+    check(DEQUANT_DEFAULT_MIN_M - 1, weight, torch.bfloat16)            # dot
+    check(DEQUANT_DEFAULT_MIN_M, weight, torch.bfloat16)                # dequant
+    check(DEQUANT_DEFAULT_MIN_M, make_weight(128, 48, group_size=32, act_order=True)[0],
+          torch.float32)                                                # dequant
     assert GEMV_DEFAULT_MAX_M == 1
     assert calls == [("gemv", 1), ("gemv-tc", 2), ("gemv-tc", GEMV_TC_DEFAULT_MAX_M),
                      ("gemm-tc", GEMV_TC_DEFAULT_MAX_M + 1), ("gemm-tc", GEMM_TC_DEFAULT_MAX_M),
-                     ("gemv", 1)]
+                     ("gemv", 1), ("dequant", DEQUANT_DEFAULT_MIN_M),
+                     ("dequant", DEQUANT_DEFAULT_MIN_M)]
 
 
 @pytest.fixture
@@ -381,7 +392,7 @@ def test_gpu_act_order_and_eight_bit(cuda):
 def test_gpu_every_variant_at_a_real_shape(cuda, variant):
     weight, _ = make_weight(4096, 6144, group_size=128, device=cuda)
     rows = {"gemv": [1, GEMV_MAX_M], "gemv-tc": [1, 2, 8, 9, GEMV_TC_MAX_M],
-            "gemm-tc": [1, 16, 17, 40, 64, 65, 300]}
+            "gemm-tc": [1, 16, 17, 40, 64, 65, 300], "dequant": [1, 128, 300, 2048]}
     for m in rows.get(variant, [1, 16, 64]):
         check(m, weight, torch.bfloat16, cuda, variant=variant)
 

@@ -20,7 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kubellm.kernels import w4a16_gemm_tc, w4a16_gemv, w4a16_gemv_tc
+from kubellm.kernels import w4a16_dequant, w4a16_gemm_tc, w4a16_gemv, w4a16_gemv_tc
 from kubellm.kernels._launch import (FLOAT_DTYPES, check_tensor, is_interpreted, kernel_for,
                                      row_bucket)
 from kubellm.kernels.quant_layout import codes_per_word, dequantize
@@ -154,7 +154,7 @@ _prefill_tuned = triton.autotune(configs=_configs(False), key=_KEY)(_w4a16_kerne
 # per weight and read DRAM at 18-24% of its peak -- bound by issuing instructions, not
 # by the read. Codes made bf16 by integer ops with the scale after the dot, and a dot per
 # code position, lost to "dot" (1.1-1.5x and 1.2-3.9x slower) and were removed.
-VARIANTS = ("gemv", "gemv-tc", "gemm-tc", "dot", "dot-rows", "dot-zeros")
+VARIANTS = ("gemv", "gemv-tc", "gemm-tc", "dot", "dot-rows", "dot-zeros", "dequant")
 DEFAULT_VARIANT = "dot"   # the dot kernel's tiling follows M (decode or prefill) ...
 GEMV_MAX_M = w4a16_gemv.MAX_M  # ... but calls of few rows that a GEMV kernel takes go to it:
 # one row to "gemv" (FFMA), which beat "dot" at 1-2 rows on every shape (call 30: 1.6-2.5x
@@ -176,10 +176,22 @@ GEMVS = {"gemv": (w4a16_gemv, GEMV_DEFAULT_MAX_M),
          "gemm-tc": (w4a16_gemm_tc, GEMM_TC_DEFAULT_MAX_M)}
 
 
+# Calls of DEQUANT_DEFAULT_MIN_M rows or more go to "dequant" (w4a16_dequant.py: W written
+# out in x's dtype, then cuBLAS), which takes every call. Call 48 (s16), Llama-3-8B's four
+# projections: past 64 rows "dot" leaves its split-K decode tiles, and at 128 rows
+# "dequant" took 0.47-0.63x the time of "dot" and "gemm-tc" on three of them (gate+up:
+# 1.4x "dot"; per layer 288 against 405 us); from 256 rows it won at every shape (0.37-0.8x
+# the best other), at 1.10-1.17x bf16 cuBLAS's time at 8192 rows
+DEQUANT_DEFAULT_MIN_M = DECODE_MAX_M + 1
+
+
 def default_variant(x: torch.Tensor, k: int, group_size: int, bits: int,
                     has_g_idx: bool) -> str:
-    """The variant ``w4a16_gemm`` runs when none is named: the first GEMV that takes
-    the call within its default row limit, else DEFAULT_VARIANT."""
+    """The variant ``w4a16_gemm`` runs when none is named: "dequant" from
+    DEQUANT_DEFAULT_MIN_M rows, else the first GEMV that takes the call within its
+    default row limit, else DEFAULT_VARIANT."""
+    if x.shape[0] >= DEQUANT_DEFAULT_MIN_M:
+        return "dequant"
     for name, (kernel_module, most) in GEMVS.items():
         if x.shape[0] <= most and kernel_module.unsupported_reason(
                 x, k, group_size, bits, has_g_idx) is None:
@@ -216,7 +228,8 @@ def w4a16_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
     """x [M, K] (last dim contiguous) @ W -> new [M, N] in x's dtype. ``variant`` (one of
     VARIANTS) picks the kernel; None is "gemv" for calls of at most GEMV_DEFAULT_MAX_M rows
     that it takes, "gemv-tc" for those of at most GEMV_TC_DEFAULT_MAX_M that it takes,
-    "gemm-tc" for those of at most GEMM_TC_DEFAULT_MAX_M, else DEFAULT_VARIANT."""
+    "gemm-tc" for those of at most GEMM_TC_DEFAULT_MAX_M, "dequant" for those of at least
+    DEQUANT_DEFAULT_MIN_M, else DEFAULT_VARIANT."""
     _check(x, qweight, scales, biases, group_size, bits, g_idx)
     m, k = x.shape
     n = qweight.shape[1]
@@ -236,6 +249,8 @@ def w4a16_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
         if why_not:
             raise ValueError(f"the {variant} variant does not take {why_not}")
         return kernel_module.launch(x, qweight, scales, biases, group_size)
+    if variant == "dequant":
+        return w4a16_dequant.launch(x, qweight, scales, biases, group_size, bits, g_idx)
     zeros = decode and variant == "dot-zeros"
     out = torch.zeros((m, n), dtype=torch.float32, device=x.device) if zeros else \
         torch.empty((m, n), dtype=x.dtype, device=x.device)
