@@ -40,7 +40,13 @@ KERNELS = {
                  # eight warps: 3.2-4.2 instructions per weight, but 1.01-1.42x the best
                  # four-warp config's time at 48-64 rows (call 47)
                  (256, 4, 8, 1, False), (128, 4, 8, 1, False), (128, 4, 8, 1, True),
-                 (256, 2, 8, 1, False), (256, 4, 8, 1, True)),
+                 (256, 2, 8, 1, False), (256, 4, 8, 1, True),
+                 # a dot per code position, pipelined (cp.async prefetch of the next
+                 # chunk's words and x; 4.3 instead of 3.6 SASS instructions per weight
+                 # at 64 rows, no spills): 1.05-1.3x the best config above at 16-64 rows,
+                 # but 0.97-0.98x at 16 rows on 4096x28672 and the head (call 51)
+                 (128, 4, 4, 2, False), (128, 4, 4, 3, False), (128, 8, 4, 2, False),
+                 (128, 2, 4, 2, False), (64, 4, 4, 2, False)),
                 ((32, 1, 4, 1, False), (32, 2, 4, 1, True)),
                 {"dot": 64, "gemv-tc": 16, "bf16": 64}),
     # the same kernel past 64 rows, tiles of M: (BLOCK_N, BLOCK_M, num_warps, num_stages,
