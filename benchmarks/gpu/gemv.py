@@ -14,6 +14,7 @@ wrong kernel cannot time well.
     python -m benchmarks.gpu.gemv --smoke --out DIR    # tiny shapes on the CPU (CI)
     python -m benchmarks.gpu.gemv --profile-only       # one call of each inside an NVTX
         # range "profile" (for ncu --nvtx --nvtx-include profile/), at 4096x28672, 1 row
+        # (--shape KxN, --rows R, --variants gemv-tc,gemm-tc: other calls)
 """
 from __future__ import annotations
 
@@ -122,13 +123,22 @@ def run(smoke: bool, out_dir: Path | None, only: str = "") -> dict:
     return result
 
 
-def profile_only(only: str = ""):
-    """Each kernel once at 4096x28672, one row, after its autotuning, inside NVTX 'profile'."""
+def profile_only(only: str = "", shape: tuple[int, int] = (4096, 28672), rows: int = 1,
+                 variants: str = ""):
+    """Each kernel once at ``shape`` (K, N) and ``rows``, after its autotuning, inside NVTX
+    'profile'; ``variants``: w4a16_gemm variants to profile as well (e.g. gemv-tc, by
+    that name), whatever the rows."""
     import torch
+
+    from kubellm.kernels.w4a16_gemm import w4a16_gemm
     calls = {name: c for name, c in kernels(False).items()
              if not only or name in only.split(",")}
-    weights = make_weights(4096, 28672, "cuda", torch.bfloat16, lambda b: 1, False)
-    x = torch.randn(1, 4096, device="cuda", dtype=torch.bfloat16)
+    for variant in filter(None, variants.split(",")):
+        calls[variant] = ("int4", lambda x, q, v=variant: w4a16_gemm(x, *q, GROUP, 4,
+                                                                      variant=v))
+    k, n = shape
+    weights = make_weights(k, n, "cuda", torch.bfloat16, lambda b: 1, False)
+    x = torch.randn(rows, k, device="cuda", dtype=torch.bfloat16)
     for kind, call in calls.values():   # autotune outside the range
         if kind in weights:
             call(x, weights[kind][0][0])
@@ -139,7 +149,7 @@ def profile_only(only: str = ""):
             call(x, weights[kind][0][0])
             torch.cuda.nvtx.range_pop()
             torch.cuda.synchronize()
-            print("profiled", name, flush=True)
+            print("profiled", name, f"{k}x{n}", "rows", rows, flush=True)
 
 
 def main():
@@ -148,11 +158,16 @@ def main():
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--profile-only", action="store_true")
     parser.add_argument("--kernels", default="", help="comma-separated names (default all)")
+    parser.add_argument("--shape", default="4096x28672", help="--profile-only: KxN")
+    parser.add_argument("--rows", type=int, default=1, help="--profile-only: rows of x")
+    parser.add_argument("--variants", default="",
+                        help="--profile-only: w4a16_gemm variants to profile too")
     args = parser.parse_args()
     if args.smoke:   # CPU tensors run the Triton kernels in its interpreter
         os.environ.setdefault("TRITON_INTERPRET", "1")
     if args.profile_only:
-        profile_only(args.kernels)
+        k, n = (int(v) for v in args.shape.split("x"))
+        profile_only(args.kernels, (k, n), args.rows, args.variants)
     else:
         run(args.smoke, args.out, args.kernels)
 
