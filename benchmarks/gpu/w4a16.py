@@ -8,6 +8,7 @@ biases layout every checkpoint format is repacked into).
 - weight GiB and KV-cache blocks of both;
 - the 4-bit engine again with the w4a16_tinygemm switch (ENGINES: linear calls of up to
   4 rows through PyTorch's int4 GEMM on a repacked copy); --engines picks which run,
+  among them 4-bit with the LM head quantized too (4bit-head: quantize_lm_head),
   among them FP8 weights (quantization="fp8"), an FP8 KV cache (kv_cache_dtype="fp8")
   and both (fp8, kv-fp8, fp8-kv-fp8), and FP8 weights whose activations are rounded in
   one kernel (fp8-quant-kernel: the fp8_quant_kernel switch, on by default on Hopper) or
@@ -45,6 +46,9 @@ KERNEL_BATCHES = (1, 4, 16, 64)
 # 4-bit engines take GROUP_SIZE (SMOKE_GROUP) too. --engines picks; the default is the
 # 4-bit ones, the FP8 ones (weights; KV cache; both) are asked for by name
 ENGINES = {"bf16": {}, "4bit": {"quantization": "4bit"},
+           # the LM head in 4-bit too (quantize_lm_head): at batch 1 it is a fifth of
+           # the bf16 engine's weight read, which the default keeps in bf16
+           "4bit-head": {"quantization": "4bit", "quantize_lm_head": True},
            "4bit-tinygemm": {"quantization": "4bit", "kernel_switches": "w4a16_tinygemm"},
            "fp8": {"quantization": "fp8"}, "kv-fp8": {"kv_cache_dtype": "fp8"},
            "fp8-kv-fp8": {"quantization": "fp8", "kv_cache_dtype": "fp8"},
