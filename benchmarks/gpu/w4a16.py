@@ -9,7 +9,7 @@ biases layout every checkpoint format is repacked into).
 - the 4-bit engine again with the w4a16_tinygemm switch (ENGINES: linear calls of up to
   4 rows through PyTorch's int4 GEMM on a repacked copy); --engines picks which run,
   among them 4-bit with the LM head quantized too (4bit-head: quantize_lm_head),
-  among them FP8 weights (quantization="fp8"), an FP8 KV cache (kv_cache_dtype="fp8")
+  FP8 weights (quantization="fp8"), an FP8 KV cache (kv_cache_dtype="fp8")
   and both (fp8, kv-fp8, fp8-kv-fp8), and FP8 weights whose activations are rounded in
   one kernel (fp8-quant-kernel: the fp8_quant_kernel switch, on by default on Hopper) or
   in torch (fp8-torch-quant), each against bf16 the same way;
