@@ -13,7 +13,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from kubellm.kernels.quant_layout import codes_per_word, dequantize, pack_codes
+from kubellm.kernels.quant_layout import codes_per_word, pack_codes
+from kubellm.runtime.layers.quantization.cpu_dequant import dequantize_reusing
 from kubellm.runtime.layers.linear import RowParallelLinear
 from kubellm.runtime.layers.quantization.packed import QuantizedWeight
 from kubellm.runtime.layers.quantization.rtn import quantize_rtn
@@ -147,8 +148,8 @@ class QuantizedLinearMethod:
             from kubellm.kernels.w4a16_gemm import w4a16_gemm
             y = w4a16_gemm(flat if flat.stride(-1) == 1 else flat.contiguous(), layer.qweight,
                            layer.scales, layer.biases, spec.group_size, spec.bits, layer.g_idx)
-        else:  # CPU: dequantize this layer for this call, then one matmul
-            w = dequantize(layer.qweight, layer.scales, layer.biases, spec.group_size,
-                           spec.bits, layer.g_idx, dtype=x.dtype)
+        else:  # CPU: dequantize this layer for this call (into reused buffers), matmul
+            w = dequantize_reusing(layer.qweight, layer.scales, layer.biases,
+                                   spec.group_size, spec.bits, layer.g_idx, x.dtype)
             y = flat @ w
         return y.reshape(*x.shape[:-1], y.shape[-1])
