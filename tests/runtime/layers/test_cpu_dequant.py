@@ -67,3 +67,18 @@ def test_buffers_are_reused_grown_and_per_thread():
     thread.start()
     thread.join()
     assert seen and seen[0] != grown.data_ptr()          # another thread, its own buffer
+
+
+def test_buffers_made_under_inference_mode_serve_calls_outside_it_and_back():
+    """The engine's forward runs under inference_mode; a layer called outside it later
+    (a test, a benchmark) writes the same buffers."""
+    import kubellm.runtime.layers.quantization.cpu_dequant as module
+    module._LOCAL.buffers = {}     # this thread's buffers made afresh, inside
+    args = weight(64, 16, seed=5)
+    with torch.inference_mode():
+        inside = dequantize_reusing(*args, torch.bfloat16)
+        assert torch.equal(inside, dequantize(*args, dtype=torch.bfloat16))
+    assert torch.equal(dequantize_reusing(*args, torch.bfloat16),
+                       dequantize(*args, dtype=torch.bfloat16))
+    with torch.inference_mode():
+        assert torch.equal(dequantize_reusing(*args, torch.float32), dequantize(*args))

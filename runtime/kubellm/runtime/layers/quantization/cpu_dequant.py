@@ -30,7 +30,11 @@ def _buffer(name: str, numel: int, dtype: torch.dtype) -> torch.Tensor:
         buffers = _LOCAL.buffers = {}
     held = buffers.get((name, dtype))
     if held is None or held.numel() < numel:
-        held = buffers[(name, dtype)] = torch.empty(numel, dtype=dtype)
+        # a normal tensor even when the first call comes under inference_mode (the
+        # engine's forward): an inference tensor could not be written by a later call
+        # outside it
+        with torch.inference_mode(False):
+            held = buffers[(name, dtype)] = torch.empty(numel, dtype=dtype)
     return held[:numel]
 
 
