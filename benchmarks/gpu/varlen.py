@@ -34,6 +34,7 @@ from pathlib import Path
 
 import torch
 
+from benchmarks.common import long_split
 from benchmarks.common.ceilings import measure_ceilings
 from benchmarks.common.limits import workload_limit
 from benchmarks.common.shapes import LLAMA3_8B, SHAPES, write_config
@@ -148,8 +149,13 @@ def main() -> int:
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--skip-old-defaults", action="store_true")
     ap.add_argument("--shape", default="llama3-8b", choices=sorted(SHAPES))
+    ap.add_argument("--with-switches", default="",
+                    help="kernel switches (--kernel-switches text): one more engine with "
+                         "them over the defaults, on the same seeds, right after the defaults")
     ap.add_argument("--smoke", action="store_true", help="tiny shape and lengths on the CPU")
+    ap.add_argument("--long-split", default="", help=long_split.HELP)
     args = ap.parse_args()
+    long_split.apply(args.long_split)
     smoke = args.smoke
     device, dtype = ("cpu", torch.float32) if smoke else ("cuda", torch.bfloat16)
     shape = SMOKE_SHAPE if smoke else SHAPES[args.shape]
@@ -158,6 +164,7 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     result = {"device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
               "torch": torch.__version__, "workload": args.workload,
+              "long_split": args.long_split or None,
               "shape": "smoke" if smoke else args.shape, "runs": []}
     result["ceilings"] = measure_ceilings(device, dtype)
     print("ceilings:", result["ceilings"], flush=True)
@@ -167,6 +174,9 @@ def main() -> int:
     max_model_len = 1 << (max_model_len - 1).bit_length()
     model_dir = write_config(shape, Path(tempfile.mkdtemp()) / "model")
     engines = [("hardware_aware_defaults", {}, seeds)]
+    if args.with_switches:
+        engines.append((f"with_switches:{args.with_switches}",
+                        {"kernel_switches": args.with_switches}, seeds))
     if not args.skip_old_defaults:
         engines.append(("previous_fixed_defaults", OLD_DEFAULTS, seeds[:1]))
     for name, fields, run_seeds in engines:

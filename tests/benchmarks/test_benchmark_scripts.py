@@ -53,3 +53,14 @@ def test_mixed_step_smoke_times_arrivals_and_profiles_both_steps(tmp_path):
         assert row["step_device_ms"] == []   # CUDA events only on a GPU
     for name in ("decode", "mixed"):
         assert "Self CPU" in (tmp_path / f"mixed_step_profile_{name}.txt").read_text()
+
+
+def test_w_switches_smoke_runs_both_engines(tmp_path):
+    run_module("benchmarks.gpu.w_switches", "--smoke", "--with", "decode_long_split",
+               "--repeats", "1", "--out", tmp_path)
+    result = json.loads((tmp_path / "w_switches.json").read_text())
+    assert "decode_long_split=off" in result["defaults"]["kernel_switches"]
+    assert "decode_long_split=on" in result["with_switches"]["kernel_switches"]
+    for engine in ("defaults", "with_switches"):
+        assert len(result[engine]["output_tok_s"]) == 1 and is_figure(result[engine]["best"])
+    assert is_figure(result["on_over_off"])

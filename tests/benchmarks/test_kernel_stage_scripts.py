@@ -51,13 +51,31 @@ def test_prefill_attention_bench_smoke_writes_figures(tmp_path):
     assert KernelSwitches.parse(switches).enabled() == result["recommended_switches"]
 
 
+def test_decode_long_tail_bench_smoke_writes_figures(tmp_path):
+    run("benchmarks.kernels.bench_decode_long_tail", tmp_path=tmp_path)
+    result = json.loads((tmp_path / "bench_decode_long_tail.json").read_text())
+    assert [c["case"] for c in result["cases"]] == ["chat_step_0", "w_like"]
+    for case in result["cases"]:
+        assert [(c["splits"], c["min_chunk"], c["decode_only"]) for c in case["configs"]] \
+            == [(1, 0, False), (1, 0, True), (4, 8, True)]
+        assert case["max_context"] > 8     # some sequence is cut by the long split
+        for config in case["configs"]:
+            assert is_figure(config["us"]) and is_figure(config["fraction_of_copy_bw"])
+            assert config["max_abs_diff_vs_unsplit"] < 1e-5     # fp32: the same outputs
+
+
 def test_varlen_smoke_writes_figures(tmp_path):
-    run("benchmarks.gpu.varlen", "--seeds", "0,1", tmp_path=tmp_path)
+    run("benchmarks.gpu.varlen", "--seeds", "0,1", "--with-switches", "decode_long_split",
+        tmp_path=tmp_path)
     result = json.loads((tmp_path / "varlen_chat.json").read_text())
     runs = result["runs"]
+    switched = "with_switches:decode_long_split"
     assert [(r["engine"], r["seed"]) for r in runs] == [
         ("hardware_aware_defaults", 0), ("hardware_aware_defaults", 1),
-        ("previous_fixed_defaults", 0)]
+        (switched, 0), (switched, 1), ("previous_fixed_defaults", 0)]
+    assert [r["kernel_switches"] for r in runs].count("decode_long_split=on") == 0
+    assert all("decode_long_split=on" in r["kernel_switches"] for r in runs
+               if r["engine"] == switched)
     for r in runs:
         assert r["output_tokens"] == sum(varlen_outputs(r["seed"]))   # every token made
         # figures, never their size: a loaded CPU's fraction can round to 0.0

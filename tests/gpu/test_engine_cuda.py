@@ -86,13 +86,33 @@ def test_bf16_top5_agreement_with_mixed_step_graphs(shape, checkpoints, make_llm
     assert replays, "no mixed step replayed a graph"
 
 
-def _assert_top5_agreement(make_llm, path, hf, **engine_fields):
+def test_bf16_top5_agreement_with_long_split_decode_batches(checkpoints, make_llm,
+                                                             monkeypatch):
+    """40 sequences decoding at once (past split-KV's few-sequence range), a third of them
+    over 1,024 keys: the long split (decode_long_split, on by default on Hopper) cuts
+    them, in graphs, and the tokens keep transformers' top-5."""
+    from kubellm.kernels import paged_attention
+    chosen = []
+    real = paged_attention.choose_kv_split
+
+    def recorded(*args, **kwargs):
+        chosen.append(real(*args, **kwargs))
+        return chosen[-1]
+    monkeypatch.setattr(paged_attention, "choose_kv_split", recorded)
+    _assert_top5_agreement(make_llm, *checkpoints("llama3"), num_prompts=40,
+                           prompt_lens=(64, 2500), max_model_len=4096, max_num_seqs=64)
+    long = (paged_attention.LONG_SPLITS, paged_attention.LONG_SPLIT_MIN_CHUNK)
+    assert long in chosen, set(chosen)
+
+
+def _assert_top5_agreement(make_llm, path, hf, num_prompts=12, prompt_lens=(5, 300),
+                           max_model_len=2048, max_num_seqs=16, **engine_fields):
     from kubellm.runtime import SamplingParams
     rng = random.Random(0)
-    prompts = [[rng.randrange(1000, 100000) for _ in range(rng.randint(5, 300))]
-               for _ in range(12)]
-    llm = make_llm(path, skip_tokenizer_init=True, max_model_len=2048, max_num_seqs=16,
-                   gpu_memory_utilization=0.5, **engine_fields)
+    prompts = [[rng.randrange(1000, 100000) for _ in range(rng.randint(*prompt_lens))]
+               for _ in range(num_prompts)]
+    llm = make_llm(path, skip_tokenizer_init=True, max_model_len=max_model_len,
+                   max_num_seqs=max_num_seqs, gpu_memory_utilization=0.5, **engine_fields)
     assert llm.engine.executor.backend_name == "triton"
     if "kernel_switches" not in engine_fields:   # this GPU's defaults (on Hopper: TMA prefill)
         from kubellm.runtime.kernel_switches import hardware_defaults

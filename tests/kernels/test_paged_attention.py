@@ -3,7 +3,8 @@ import pytest
 import torch
 
 from kubellm.kernels.paged_attention import (
-    TOLERANCES, choose_num_kv_splits, paged_attention, paged_attention_ref,
+    LONG_SPLIT_MIN_CHUNK, LONG_SPLITS, TOLERANCES, choose_kv_split, choose_num_kv_splits,
+    paged_attention, paged_attention_ref,
 )
 import kubellm.kernels.paged_attention as pa_module
 
@@ -89,6 +90,74 @@ def test_split_kv_also_handles_prefills():
     check_against_ref(make_batch(**MIXED), num_kv_splits=4)
 
 
+# decodes of a long-tailed batch: with 4 splits of at least 32 keys, 5 and 20 stay whole
+# (one piece: written directly, skipped by the merge), 33 and 40 take 2 pieces, 70 three
+# (a 4th split empty), 150 four
+LONG_TAILED = dict(q_lens=[1] * 6, seq_lens=[5, 150, 20, 33, 70, 40], num_blocks=96)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_split_with_min_chunk_keeps_short_sequences_whole(dtype):
+    batch = make_batch(**LONG_TAILED, dtype=dtype)
+    unsplit = check_against_ref(batch, num_kv_splits=1)
+    split = check_against_ref(batch, num_kv_splits=4, min_kv_chunk=32)
+    torch.testing.assert_close(split, unsplit, **dict(zip(("atol", "rtol"), TOLERANCES[dtype])))
+
+
+def test_split_parts_of_one_piece_and_empty_splits_are_never_read(monkeypatch):
+    """The partial buffers start as NaN: a merge that read a part nobody wrote (an empty
+    split's output, a whole sequence's parts) would give NaN."""
+    real_empty = torch.empty
+
+    def nan_empty(*args, **kwargs):
+        t = real_empty(*args, **kwargs)
+        return t.fill_(float("nan")) if t.is_floating_point() else t
+    monkeypatch.setattr(pa_module.torch, "empty", nan_empty)
+    batch = make_batch(**LONG_TAILED)
+    out = check_against_ref(batch, num_kv_splits=4, min_kv_chunk=32)
+    assert not out.isnan().any()
+    check_against_ref(batch, num_kv_splits=8)   # 5 keys in 8 splits: pieces of one tile
+
+
+def test_long_split_last_program_merges_and_leaves_counts_zero(monkeypatch):
+    """The long split (a minimum chunk) merges in the last program of each q-block: no
+    merge kernel runs, and the counts it used are zero again for the next call."""
+    batch = make_batch(**LONG_TAILED)
+    launched = []
+    real = pa_module.kernel_for
+
+    def recording(kernel, *args, **kwargs):
+        launched.append(getattr(kernel, "__name__", str(kernel)))
+        return real(kernel, *args, **kwargs)
+    monkeypatch.setattr(pa_module, "kernel_for", recording)
+    first = check_against_ref(batch, num_kv_splits=4, min_kv_chunk=32)
+    second = check_against_ref(batch, num_kv_splits=4, min_kv_chunk=32)
+    torch.testing.assert_close(first, second, atol=0, rtol=0)
+    assert not any("merge" in name for name in launched), launched
+    assert not pa_module._MERGE_COUNTS[torch.device("cpu")].any()
+    with pytest.raises(ValueError, match="more than its"):
+        pa_module.merge_counts(torch.device("cpu"), pa_module.MERGE_COUNTS + 1)
+
+
+def test_bad_min_kv_chunk_is_named():
+    with pytest.raises(ValueError, match="min_kv_chunk must be an int >= 0"):
+        paged_attention(**make_batch(**LONG_TAILED), num_kv_splits=2, min_kv_chunk=-1)
+
+
+@pytest.mark.parametrize("num_kv_splits,min_kv_chunk", [(1, 0), (4, 32), (3, 0)])
+def test_decode_only_programs_find_their_sequence_without_search(num_kv_splits, min_kv_chunk):
+    # the last sequence has no query this step (q_len 0), as a graph's padding may not
+    batch = make_batch(q_lens=[1] * 6 + [0], seq_lens=[5, 150, 20, 33, 70, 40, 9],
+                       num_blocks=100)
+    out = torch.full_like(batch["q"], 7.0)
+    searched = check_against_ref(batch, num_kv_splits=num_kv_splits, min_kv_chunk=min_kv_chunk)
+    direct = check_against_ref(batch, out=out, num_kv_splits=num_kv_splits,
+                               min_kv_chunk=min_kv_chunk, decode_only=True)
+    torch.testing.assert_close(direct, searched, atol=0, rtol=0)
+    with pytest.raises(ValueError, match="decode_only needs max_seqlen_q 1, got 2"):
+        paged_attention(**{**batch, "max_seqlen_q": 2}, decode_only=True)
+
+
 def test_strided_q_out_buffer_and_padding_rows_left_alone():
     batch = make_batch(q_lens=[3, 0, 1], seq_lens=[5, 0, 8])
     wide = torch.randn(batch["q"].shape[0], 3 * 4, 16)  # like a fused qkv projection
@@ -134,6 +203,18 @@ def test_split_heuristic_only_for_small_decode_batches(monkeypatch):
     assert choose_num_kv_splits(1, 8, 1, torch.device("cpu")) == 1
 
 
+def test_long_split_only_where_split_kv_does_not_already_split(monkeypatch):
+    monkeypatch.setattr(pa_module, "_sm_count", lambda device: 132)
+    gpu = torch.device("cuda")
+    long = (LONG_SPLITS, LONG_SPLIT_MIN_CHUNK)
+    assert choose_kv_split(256, 8, 1, gpu) == (1, 0)                  # off unless asked
+    assert choose_kv_split(256, 8, 1, gpu, long_split=True) == long
+    assert choose_kv_split(32, 8, 1, gpu, long_split=True) == long
+    assert choose_kv_split(16, 8, 1, gpu, long_split=True) == (2, 0)  # split-KV's own cut
+    assert choose_kv_split(256, 8, 16, gpu, long_split=True) == (1, 0)   # prefills
+    assert choose_kv_split(256, 8, 1, torch.device("cpu"), long_split=True) == (1, 0)
+
+
 # --- GPU: Llama-3-8B attention shape (32 heads, 8 KV heads, D=128, block 16) ---
 
 LLAMA3 = dict(num_heads=32, num_kv_heads=8, head_dim=128, block_size=16)
@@ -166,3 +247,20 @@ def test_gpu_long_decode_split_vs_unsplit(cuda, head_dim):
     split = check_against_ref(batch)  # heuristic picks split-KV here
     unsplit = check_against_ref(batch, num_kv_splits=1)
     torch.testing.assert_close(split, unsplit, atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.gpu
+def test_gpu_long_tailed_decode_batch_long_split(cuda):
+    """A decode batch as long-tailed chat traffic leaves it: most sequences short, a few
+    of thousands of keys; the long split against the reference and the unsplit kernel."""
+    gen = torch.Generator().manual_seed(3)
+    lens = (torch.randn(200, generator=gen) + 5.5).exp().clamp(16, 4000).int().tolist()
+    batch = make_batch(q_lens=[1] * len(lens), seq_lens=lens,
+                       num_blocks=sum(-(-n // 16) for n in lens) + 8, dtype=torch.bfloat16,
+                       device=cuda, **LLAMA3)
+    assert choose_kv_split(len(lens), 8, 1, cuda, long_split=True)[0] > 1
+    split = check_against_ref(batch, long_split=True, decode_only=True)
+    unsplit = check_against_ref(batch, num_kv_splits=1)
+    torch.testing.assert_close(split, unsplit, atol=2e-2, rtol=2e-2)
+    torch.testing.assert_close(check_against_ref(batch, num_kv_splits=1, decode_only=True),
+                               unsplit, atol=0, rtol=0)

@@ -118,6 +118,7 @@ def _paged_attention_kernel(
     out_ptr,          # [T, Hq, D]                    (NUM_SPLITS == 1)
     part_out_ptr,     # [T, Hq, NUM_SPLITS, D] fp32   (NUM_SPLITS > 1)
     part_lse_ptr,     # [T, Hq, NUM_SPLITS] fp32      (NUM_SPLITS > 1)
+    count_ptr,        # [>= q-blocks x Hkv] int32 zeros, left zero (LAST_MERGES)
     num_seqs,
     scale_log2,       # softmax scale * log2(e)
     stride_qt, stride_qh,
@@ -131,6 +132,9 @@ def _paged_attention_kernel(
     BLOCK_Q: tl.constexpr,
     BLOCK_N: tl.constexpr,      # keys per tile
     NUM_SPLITS: tl.constexpr,
+    MIN_CHUNK: tl.constexpr,    # fewest keys per split (0: every sequence cut NUM_SPLITS ways)
+    DECODE_ONLY: tl.constexpr,  # every sequence has at most one query token: program = seq
+    LAST_MERGES: tl.constexpr,  # the last split program of a q-block merges (no 2nd kernel)
     DOT_FP32: tl.constexpr,     # interpreter only: numpy cannot multiply bf16
     DOT_PRECISION: tl.constexpr,
 ):
@@ -138,21 +142,28 @@ def _paged_attention_kernel(
     kv_head = tl.program_id(1)
     split = tl.program_id(2)
 
-    # Sequence b owns q-blocks [cu_q[b] // BLOCK_Q + b, ...): binary search for the
-    # last b whose first q-block is <= q_block. No host-side index, so CUDA graphs work.
-    lo = 0
-    hi = num_seqs
-    while lo < hi:
-        mid = (lo + hi) // 2
-        first = tl.load(cu_seqlens_q_ptr + mid) // BLOCK_Q + mid
-        if first <= q_block:
-            lo = mid + 1
-        else:
-            hi = mid
-    seq = lo - 1
+    if DECODE_ONLY:   # one q-block per sequence, in order
+        seq = q_block
+    else:
+        # Sequence b owns q-blocks [cu_q[b] // BLOCK_Q + b, ...): binary search for the
+        # last b whose first q-block is <= q_block. No host-side index, so CUDA graphs
+        # work.
+        lo = 0
+        hi = num_seqs
+        while lo < hi:
+            mid = (lo + hi) // 2
+            first = tl.load(cu_seqlens_q_ptr + mid) // BLOCK_Q + mid
+            if first <= q_block:
+                lo = mid + 1
+            else:
+                hi = mid
+        seq = lo - 1
     q_start = tl.load(cu_seqlens_q_ptr + seq)
     q_len = tl.load(cu_seqlens_q_ptr + seq + 1) - q_start
-    local_block = q_block - (q_start // BLOCK_Q + seq)
+    if DECODE_ONLY:
+        local_block = 0
+    else:
+        local_block = q_block - (q_start // BLOCK_Q + seq)
     if local_block * BLOCK_Q >= q_len:
         return
     seq_len = tl.load(seq_lens_ptr + seq)
@@ -164,16 +175,27 @@ def _paged_attention_kernel(
     row_ok = (rows < BLOCK_Q * GROUP) & (q_tok < q_len)
     q_pos = context_len + q_tok
     dims = tl.arange(0, HEAD_DIM)
-    q_off = (q_start + q_tok).to(tl.int64) * stride_qt + head * stride_qh
+
+    # Keys this q-block can see, and this split's share of them (whole BLOCK_N tiles, at
+    # least MIN_CHUNK keys): a sequence is cut into `pieces` <= NUM_SPLITS chunks.
+    kv_end = context_len + tl.minimum((local_block + 1) * BLOCK_Q, q_len)
+    chunk = tl.cdiv(tl.maximum(tl.cdiv(kv_end, NUM_SPLITS), MIN_CHUNK), BLOCK_N) * BLOCK_N
+    pieces = tl.cdiv(kv_end, chunk)
+    kv_lo = split * chunk
+    kv_hi = tl.minimum(kv_lo + chunk, kv_end)
+    tok = (q_start + q_tok).to(tl.int64)
+    part_row = (tok * (GROUP * tl.num_programs(1)) + head) * NUM_SPLITS + split
+    if NUM_SPLITS > 1:
+        if split >= pieces:   # no keys here: an empty part for the merge kernel, unless
+            # one piece wrote the output itself (and told it so) or the last piece merges
+            if pieces > 1 and not LAST_MERGES:
+                tl.store(part_lse_ptr + part_row, tl.full([BLOCK_M], float("-inf"),
+                                                          tl.float32), mask=row_ok)
+            return
+    q_off = tok * stride_qt + head * stride_qh
     q = tl.load(q_ptr + q_off[:, None] + dims[None, :], mask=row_ok[:, None], other=0.0)
     if DOT_FP32:
         q = q.to(tl.float32)
-
-    # Keys this q-block can see, and this split's share of them (whole BLOCK_N tiles).
-    kv_end = context_len + tl.minimum((local_block + 1) * BLOCK_Q, q_len)
-    chunk = tl.cdiv(tl.cdiv(kv_end, NUM_SPLITS), BLOCK_N) * BLOCK_N
-    kv_lo = split * chunk
-    kv_hi = tl.minimum(kv_lo + chunk, kv_end)
 
     # Tiles wholly at or before the block's first query position need no causal mask.
     first_pos = context_len + local_block * BLOCK_Q
@@ -194,17 +216,54 @@ def _paged_attention_kernel(
 
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)
     acc = acc / l_safe[:, None]
-    tok = (q_start + q_tok).to(tl.int64)
+    o_at = out_ptr + (tok * stride_ot + head * stride_oh)[:, None] + dims[None, :]
     if NUM_SPLITS == 1:
-        o_off = tok * stride_ot + head * stride_oh
-        tl.store(out_ptr + o_off[:, None] + dims[None, :], acc.to(out_ptr.dtype.element_ty),
-                 mask=row_ok[:, None])
+        tl.store(o_at, acc.to(out_ptr.dtype.element_ty), mask=row_ok[:, None])
+    elif pieces == 1:   # the whole sequence here: the output (and for the merge kernel
+        # +inf in the first part's lse, which tells it to leave this row be)
+        tl.store(o_at, acc.to(out_ptr.dtype.element_ty), mask=row_ok[:, None])
+        if not LAST_MERGES:
+            tl.store(part_lse_ptr + part_row, tl.full([BLOCK_M], float("inf"), tl.float32),
+                     mask=row_ok)
     else:
         lse = tl.where(l_i == 0.0, float("-inf"), m_i + tl.log2(l_safe))
-        part_row = (tok * (GROUP * tl.num_programs(1)) + head) * NUM_SPLITS + split
         tl.store(part_lse_ptr + part_row, lse, mask=row_ok)
         tl.store(part_out_ptr + part_row[:, None] * HEAD_DIM + dims[None, :], acc,
                  mask=row_ok[:, None])
+        if LAST_MERGES:
+            # As split_k.sum_splits: the barrier puts every thread's stores before the
+            # count, whose release publishes them; the last program's acquire and its
+            # L1-skipping loads see them. No program waits, so no order can hang.
+            tl.debug_barrier()
+            count_at = count_ptr + q_block * tl.num_programs(1) + kv_head
+            if tl.atomic_add(count_at, 1, sem="acq_rel") == pieces - 1:
+                _merge_parts(part_out_ptr, part_lse_ptr, part_row - split, pieces, row_ok,
+                             o_at, HEAD_DIM, BLOCK_M)
+                tl.store(count_at, 0)
+
+
+@triton.jit
+def _merge_parts(part_out_ptr, part_lse_ptr, first_part, pieces, row_ok, o_at,
+                 HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
+    """Rows' outputs from their ``pieces`` normalised parts and base-2 log-sum-exps."""
+    dims = tl.arange(0, HEAD_DIM)
+    m = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    total = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
+    for piece in range(0, pieces):
+        lse = tl.load(part_lse_ptr + first_part + piece, mask=row_ok, other=float("-inf"),
+                      cache_modifier=".cg")
+        part = tl.load(part_out_ptr + (first_part + piece)[:, None] * HEAD_DIM + dims[None, :],
+                       mask=row_ok[:, None], other=0.0, cache_modifier=".cg")
+        m_new = tl.maximum(m, lse)
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        alpha = tl.exp2(m - m_safe)
+        weight = tl.exp2(lse - m_safe)   # a part with no visible key: lse = -inf -> 0
+        acc = acc * alpha[:, None] + part * weight[:, None]
+        total = total * alpha + weight
+        m = m_new
+    total = tl.where(total == 0.0, 1.0, total)
+    tl.store(o_at, (acc / total[:, None]).to(o_at.dtype.element_ty), mask=row_ok[:, None])
 
 
 @triton.jit
@@ -224,6 +283,8 @@ def _merge_splits_kernel(
     split_ok = splits < NUM_SPLITS
     # Rows of tokens that belong to no sequence (CUDA-graph padding) were never written:
     # their values are garbage and so is their output, which nobody reads.
+    if tl.load(part_lse_ptr + row * NUM_SPLITS) == float("inf"):
+        return   # a sequence in one piece: its output is written already
     lse = tl.load(part_lse_ptr + row * NUM_SPLITS + splits, mask=split_ok, other=float("-inf"))
     lse_max = tl.max(lse, 0)
     lse_max = tl.where(lse_max == float("-inf"), 0.0, lse_max)
@@ -271,6 +332,52 @@ def choose_num_kv_splits(num_seqs: int, num_kv_heads: int, max_seqlen_q: int,
     return min(_MAX_SPLITS, 1 << (wanted.bit_length() - 1))
 
 
+# Split-KV for decode batches that fill the GPU already (``long_split``): a long-tailed
+# batch's longest sequences would otherwise each be one program that streams its keys
+# alone long after the others finished. Each sequence is cut into chunks of at least
+# LONG_SPLIT_MIN_CHUNK keys, at most LONG_SPLITS of them; shorter sequences stay whole and
+# write their output directly, and the last program of a cut one merges its parts.
+# H200, Llama-3-8B heads, the chat workload's decode batches of 46-1000 sequences
+# (contexts up to 3,720): 1.04-1.78x the unsplit kernel, and 1.01x on a W-like batch of
+# 256 (s17 call 56, benchmarks/kernels/bench_decode_long_tail.py); chunks of 256 and 512
+# lost to 1024 everywhere, 16 splits lost at 256-1000 sequences (more empty programs)
+LONG_SPLITS = 8
+LONG_SPLIT_MIN_CHUNK = 1024
+
+
+# The long split's merge counts, one buffer per device, allocated zeroed at the first
+# call and left zero by every call. Never replaced (a CUDA graph holds its pointer), so
+# it is sized for any decode batch at once: MERGE_COUNTS q-blocks x KV heads (4 MiB).
+MERGE_COUNTS = 1 << 20
+_MERGE_COUNTS: dict[torch.device, torch.Tensor] = {}
+
+
+def merge_counts(device: torch.device, needed: int) -> torch.Tensor:
+    counts = _MERGE_COUNTS.get(device)
+    if counts is None:
+        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+            raise RuntimeError(  # an allocation here would belong to the graph's pool
+                f"paged_attention: the long split's first call on {device} is inside a "
+                "CUDA graph capture; run the same shapes once eagerly first")
+        counts = _MERGE_COUNTS[device] = torch.zeros(MERGE_COUNTS, dtype=torch.int32,
+                                                     device=device)
+    if needed > counts.numel():
+        raise ValueError(f"paged_attention: the long split counts {needed} q-blocks x KV "
+                         f"heads, more than its {counts.numel()} (MERGE_COUNTS)")
+    return counts
+
+
+def choose_kv_split(num_seqs: int, num_kv_heads: int, max_seqlen_q: int,
+                    device: torch.device, long_split: bool = False) -> tuple[int, int]:
+    """(split count, fewest keys per split) for a batch, from shapes alone:
+    ``choose_num_kv_splits`` where it splits; else, with ``long_split``, decode-only
+    batches on CUDA get (LONG_SPLITS, LONG_SPLIT_MIN_CHUNK); else (1, 0)."""
+    splits = choose_num_kv_splits(num_seqs, num_kv_heads, max_seqlen_q, device)
+    if splits == 1 and long_split and max_seqlen_q == 1 and device.type == "cuda":
+        return LONG_SPLITS, LONG_SPLIT_MIN_CHUNK
+    return splits, 0
+
+
 def _rows_per_program(max_seqlen_q: int, group: int) -> tuple:
     """(BLOCK_M, BLOCK_Q): decodes need only GROUP rows, prefills want large tiles."""
     wanted = 16 if max_seqlen_q == 1 else 64 if max_seqlen_q * group <= 64 else 128
@@ -308,16 +415,20 @@ def _check_inputs(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q, max
 
 
 def paged_attention(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q,
-                    max_seqlen_q: int, scale: float, out=None, num_kv_splits=None):
+                    max_seqlen_q: int, scale: float, out=None, num_kv_splits=None,
+                    min_kv_chunk=None, long_split: bool = False, decode_only: bool = False):
     """Causal varlen attention of `q` [T, Hq, D] over the paged K/V of each sequence.
 
     block_tables [B, max_blocks] int32, seq_lens [B] int32 (context incl. the new tokens),
     cu_seqlens_q [B+1] int32 (query start offsets), max_seqlen_q (host int: picks tile
     sizes and the split heuristic without a device sync; results are correct for any
-    value >= 1). `q` and `out` may be strided
-    views (last dim contiguous). `num_kv_splits` forces the split-KV path (tests); None
-    lets `choose_num_kv_splits` decide. Rows of `out` for tokens past cu_seqlens_q[-1]
-    hold unspecified values. On CUDA the first call for each (head dim, tile, group, splits)
+    value >= 1). `q` and `out` may be strided views (last dim contiguous).
+    `num_kv_splits` forces the split-KV path (tests, benchmarks), with `min_kv_chunk` keys
+    at least per split (default 0: every sequence cut that many ways); None lets
+    `choose_kv_split` decide, with `long_split` as it says. `decode_only` is the caller's
+    word that no sequence has more than one query token (max_seqlen_q must be 1): each
+    sequence's programs then find it without searching cu_seqlens_q. Rows of `out` for
+    tokens past cu_seqlens_q[-1] hold unspecified values. On CUDA the first call for each (head dim, tile, group, splits)
     autotunes and each new split count compiles: run every batch size once eagerly
     before capturing it in a CUDA graph.
     """
@@ -331,9 +442,16 @@ def paged_attention(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q,
         out = torch.empty_like(q, memory_format=torch.contiguous_format)
     max_seqlen_q = int(max_seqlen_q)
     if num_kv_splits is None:
-        num_kv_splits = choose_num_kv_splits(num_seqs, num_kv_heads, max_seqlen_q, q.device)
+        num_kv_splits, chosen_chunk = choose_kv_split(num_seqs, num_kv_heads, max_seqlen_q,
+                                                      q.device, long_split)
+        min_kv_chunk = chosen_chunk if min_kv_chunk is None else min_kv_chunk
     if not isinstance(num_kv_splits, int) or num_kv_splits < 1:
         raise ValueError(f"num_kv_splits must be a positive int, got {num_kv_splits!r}")
+    min_kv_chunk = 0 if min_kv_chunk is None else min_kv_chunk
+    if decode_only and max_seqlen_q != 1:
+        raise ValueError(f"decode_only needs max_seqlen_q 1, got {max_seqlen_q}")
+    if not isinstance(min_kv_chunk, int) or min_kv_chunk < 0:
+        raise ValueError(f"min_kv_chunk must be an int >= 0, got {min_kv_chunk!r}")
     if num_tokens == 0 or num_seqs == 0:
         return out
 
@@ -347,10 +465,16 @@ def paged_attention(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q,
         part_out = part_lse = out  # unused by the kernel
     interpreted = is_interpreted(_paged_attention_kernel)
     kernel = kernel_for(_paged_attention_kernel, q.device, tuned=_paged_attention_kernel_tuned)
-    grid = (num_tokens // block_q + num_seqs, num_kv_heads, num_kv_splits)
+    grid = (num_seqs if decode_only else num_tokens // block_q + num_seqs, num_kv_heads,
+            num_kv_splits)
+    # the long split's last program of each q-block merges; split-KV of few sequences
+    # keeps its merge kernel (up to 32 parts a row, read in one go there)
+    last_merges = num_kv_splits > 1 and min_kv_chunk > 0
+    counts = merge_counts(q.device, grid[0] * grid[1]) if last_merges else seq_lens
     kwargs = dict(
         GROUP=group, HEAD_DIM=head_dim, BLOCK_SIZE=k_cache.shape[1], BLOCK_M=block_m,
-        BLOCK_Q=block_q, NUM_SPLITS=num_kv_splits,
+        BLOCK_Q=block_q, NUM_SPLITS=num_kv_splits, MIN_CHUNK=min_kv_chunk,
+        DECODE_ONLY=bool(decode_only), LAST_MERGES=last_merges,
         DOT_FP32=interpreted and q.dtype == torch.bfloat16,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
     )
@@ -358,14 +482,14 @@ def paged_attention(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q,
         kwargs["BLOCK_N"] = 16  # the autotuner's choice on CUDA; small keeps CPU tests fast
     kernel[grid](
         q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q, out, part_out, part_lse,
-        num_seqs, float(scale) * _LOG2E,
+        counts, num_seqs, float(scale) * _LOG2E,
         q.stride(0), q.stride(1),
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         block_tables.stride(0),
         out.stride(0), out.stride(1),
         **kwargs,
     )
-    if num_kv_splits > 1:
+    if num_kv_splits > 1 and not last_merges:
         kernel_for(_merge_splits_kernel, q.device)[(num_tokens, num_heads)](
             part_out, part_lse, out, out.stride(0), out.stride(1),
             NUM_SPLITS=num_kv_splits, SPLITS_POW2=triton.next_power_of_2(num_kv_splits),

@@ -108,6 +108,35 @@ def test_only_steps_with_a_long_chunk_take_the_prefill_kernel(monkeypatch):
     assert step(bound, switches=None) == (0, 1)
 
 
+def test_decode_rows_ask_for_the_long_split_and_say_they_are_decode_only(monkeypatch):
+    """decode_long_split reaches the paged kernel of decode-only steps and of a step's
+    decode rows beside the prefill kernel; every decode-only call says so (programs find
+    their sequence without a search); a mixed step through the paged kernel is not."""
+    seen = []
+    monkeypatch.setattr(triton_backend, "_paged_attention",
+                        lambda *args, **kwargs: seen.append(
+                            (kwargs["long_split"], kwargs.get("decode_only", False))))
+    monkeypatch.setattr(triton_backend, "_prefill_attention", lambda *args, **kwargs: None)
+    bound = triton_backend.PREFILL_KERNEL_MIN_QUERY
+    q = torch.zeros(bound + 2, 4, 16)
+
+    def step(switches, max_seqlen_q, is_decode_only=False):
+        seen.clear()
+        meta = SimpleNamespace(is_decode_only=is_decode_only, max_seqlen_q=max_seqlen_q,
+                               num_decodes=2, block_tables=torch.zeros(3, 1),
+                               seq_lens=torch.zeros(3), cu_seqlens_q=torch.zeros(4))
+        triton_backend.attend(q, q, q, None, None, meta, 1.0, switches)
+        return seen[0]
+
+    hopper = KernelSwitches.parse("", (9, 0))
+    assert step(hopper, 1, is_decode_only=True) == (True, True)
+    assert step(hopper, bound) == (True, True)          # the decode rows of a long prefill
+    assert step(hopper, 16) == (True, False)   # a mixed step: the kernel cuts no prefill
+    off = KernelSwitches.parse("decode_long_split=off", (9, 0))
+    assert step(off, 1, is_decode_only=True) == (False, True)
+    assert step(None, 1, is_decode_only=True) == (False, True)
+
+
 def test_switches_parse_and_name_the_field():
     assert KernelSwitches.parse("").enabled() == []
     both = KernelSwitches.parse(" rope_kv_write=on , prefill_attention ")
@@ -127,15 +156,17 @@ def test_hopper_defaults_to_what_won_on_the_h200_and_the_user_can_turn_them_off(
     """What won on the H200 is on by default from compute capability 9.0; older GPUs and
     the CPU keep every switch off; the user's text applies on top of the defaults."""
     tma = ["rope_kv_write", "prefill_attention", "prefill_attention_tma", "fp8_quant_kernel",
-           "mixed_graphs"]
+           "mixed_graphs", "decode_long_split"]
     assert hardware_defaults((9, 0)).enabled() == tma
     assert hardware_defaults((10, 0)).enabled() == tma
     assert hardware_defaults((8, 9)).enabled() == []
     assert hardware_defaults(None).enabled() == []
     assert KernelSwitches.parse("", (9, 0)).enabled() == tma
     assert KernelSwitches.parse("prefill_attention_tma=off", (9, 0)).enabled() == \
-        ["rope_kv_write", "prefill_attention", "fp8_quant_kernel", "mixed_graphs"]
-    assert KernelSwitches.parse("mixed_graphs=off", (9, 0)).enabled() == tma[:4]
+        ["rope_kv_write", "prefill_attention", "fp8_quant_kernel", "mixed_graphs",
+         "decode_long_split"]
+    assert KernelSwitches.parse("mixed_graphs=off", (9, 0)).enabled() == tma[:4] + tma[5:]
+    assert KernelSwitches.parse("decode_long_split=off", (9, 0)).enabled() == tma[:5]
     assert KernelSwitches.parse("rope_kv_write", (8, 0)).enabled() == ["rope_kv_write"]
     assert device_capability(torch.device("cpu")) is None
 

@@ -20,9 +20,9 @@ def test_warm_up_tunes_every_prefill_tile_and_writes_no_kv_block(tiny_model_fact
     seen = []
     real = triton_backend.paged_attention
 
-    def recorded(q, k_cache, v_cache, meta, scale):
+    def recorded(q, k_cache, v_cache, meta, scale, switches=None):
         seen.append(meta.max_seqlen_q)
-        return real(q, k_cache, v_cache, meta, scale)
+        return real(q, k_cache, v_cache, meta, scale, switches)
     monkeypatch.setattr(triton_backend, "paged_attention", recorded)
     blocks = _SHORT_PREFILL // runner.block_size
     warm_short_prefill(runner, torch.arange(blocks, dtype=torch.int32)[None, :])

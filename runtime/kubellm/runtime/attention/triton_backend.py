@@ -48,18 +48,22 @@ def uses_prefill_kernel(meta: AttentionMetadata, switches) -> bool:
 
 def attend(q, k, v, k_cache, v_cache, meta: AttentionMetadata, scale: float, switches=None):
     if not uses_prefill_kernel(meta, switches):
-        return paged_attention(q, k_cache, v_cache, meta, scale)
+        return paged_attention(q, k_cache, v_cache, meta, scale, switches)
     out = torch.empty_like(q, memory_format=torch.contiguous_format)
     nd = meta.num_decodes
     if nd:   # decode rows are the step's first nd tokens
         _paged_attention(q[:nd], k_cache, v_cache, meta.block_tables[:nd], meta.seq_lens[:nd],
-                         meta.cu_seqlens_q[:nd + 1], 1, scale, out=out[:nd])
+                         meta.cu_seqlens_q[:nd + 1], 1, scale, out=out[:nd],
+                         long_split=switches.decode_long_split, decode_only=True)
     _prefill_attention(q, k, v, k_cache, v_cache, meta.block_tables[nd:], meta.seq_lens[nd:],
                        meta.cu_seqlens_q[nd:], meta.max_seqlen_q, scale, out=out,
                        use_tma=switches.prefill_attention_tma)
     return out
 
 
-def paged_attention(q, k_cache, v_cache, meta: AttentionMetadata, scale: float):
+def paged_attention(q, k_cache, v_cache, meta: AttentionMetadata, scale: float,
+                    switches=None):
     return _paged_attention(q, k_cache, v_cache, meta.block_tables, meta.seq_lens,
-                            meta.cu_seqlens_q, meta.max_seqlen_q, scale)
+                            meta.cu_seqlens_q, meta.max_seqlen_q, scale,
+                            long_split=switches is not None and switches.decode_long_split,
+                            decode_only=meta.is_decode_only and meta.max_seqlen_q == 1)

@@ -1,0 +1,139 @@
+"""Paged decode attention over long-tailed batches: the unsplit kernel against the long
+split (``paged_attention(..., num_kv_splits=S, min_kv_chunk=C)``) for several (S, C), each
+told the batch is decode-only (``decode_only``: no search for a program's sequence), and
+the unsplit kernel searching as a mixed batch's does.
+
+The batches are the decode steps of the chat workload (benchmarks/gpu/varlen.py, seed 0)
+as the engine runs it with every request admitted at once: at decode step t the
+sequences whose output is longer than t, each holding its prompt plus t keys. Beside
+them a workload-W-like step (256 sequences, prompts of 128-1024 plus 128 generated).
+Llama-3-8B heads (32 query, 8 KV, dim 128), block size 16, bf16, pages in random order.
+Times are medians of CUDA-graph replays (triton.testing.do_bench flushes L2); bytes are
+every K and V element of every sequence once, against the copy bandwidth of this run.
+
+    python -m benchmarks.kernels.bench_decode_long_tail --out DIR
+    python -m benchmarks.kernels.bench_decode_long_tail --smoke --out DIR   # CPU, tiny
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+from pathlib import Path
+
+import torch
+
+if "--smoke" in sys.argv and not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")  # must precede the first triton import
+
+from benchmarks.gpu.varlen import lengths  # noqa: E402
+from benchmarks.kernels.bench_paged_attention import (  # noqa: E402
+    copy_bandwidth, graphed_median_ms,
+)
+from kubellm.kernels.paged_attention import paged_attention  # noqa: E402
+
+CHAT_STEPS = (0, 120, 300, 480, 720)
+# call 54 (s17): chunks of 256 lost to 512 and 512 to 1024 on every batch
+CONFIGS = ((1, 0), (4, 512), (4, 1024), (8, 512), (8, 1024), (8, 2048), (16, 1024))
+SMOKE_CONFIGS = ((1, 0), (4, 8))
+
+
+def chat_step(t: int, smoke: bool) -> list[int]:
+    """Context lengths of the chat workload's decode step ``t`` (seed 0)."""
+    prompts, outputs = lengths("chat", 0, smoke)
+    return [p + t for p, o in zip(prompts, outputs) if o > t]
+
+
+def w_like_step(smoke: bool) -> list[int]:
+    rng = random.Random(0)
+    n, low, high, generated = (8, 8, 40, 6) if smoke else (256, 128, 1024, 128)
+    return [rng.randint(low, high) + generated for _ in range(n)]
+
+
+def make_case(seq_lens, heads, kv_heads, head_dim, block_size, dtype, device, seed=0):
+    gen = torch.Generator(device=device).manual_seed(seed)
+    blocks = [-(-n // block_size) for n in seq_lens]
+    total = sum(blocks)
+    shape = (total, block_size, kv_heads, head_dim)
+    k_cache = torch.randn(shape, generator=gen, device=device, dtype=dtype)
+    v_cache = torch.randn(shape, generator=gen, device=device, dtype=dtype)
+    perm = torch.randperm(total, generator=gen, device=device).to(torch.int32)
+    table = torch.zeros(len(seq_lens), max(blocks), dtype=torch.int32, device=device)
+    start = 0
+    for row, n in enumerate(blocks):
+        table[row, :n] = perm[start:start + n]
+        start += n
+    batch = len(seq_lens)
+    return dict(q=torch.randn(batch, heads, head_dim, generator=gen, device=device,
+                              dtype=dtype),
+                k_cache=k_cache, v_cache=v_cache, block_tables=table,
+                seq_lens=torch.tensor(seq_lens, dtype=torch.int32, device=device),
+                cu_seqlens_q=torch.arange(batch + 1, dtype=torch.int32, device=device),
+                max_seqlen_q=1, scale=head_dim ** -0.5)
+
+
+def bench(name, seq_lens, configs, args, device, copy_bw) -> dict:
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    inputs = make_case(seq_lens, args.heads, args.kv_heads, args.head_dim, args.block_size,
+                       dtype, device)
+    kv_bytes = 2 * sum(seq_lens) * args.kv_heads * args.head_dim * dtype.itemsize
+    row = {"case": name, "batch": len(seq_lens), "sum_context": sum(seq_lens),
+           "max_context": max(seq_lens), "kv_bytes": kv_bytes, "configs": []}
+    baseline = None
+    # the first: the unsplit kernel as it was (each program searches cu_seqlens_q for its
+    # sequence); then every config told the batch is decode-only (program = sequence)
+    for splits, chunk, decode_only in [(*configs[0], False)] + [(*c, True) for c in configs]:
+        out = torch.empty_like(inputs["q"])
+        ms = graphed_median_ms(lambda: paged_attention(**inputs, out=out, num_kv_splits=splits,
+                                                       min_kv_chunk=chunk,
+                                                       decode_only=decode_only), device)
+        if baseline is None:
+            baseline = (ms, out.clone())
+        row["configs"].append({
+            "splits": splits, "min_chunk": chunk, "decode_only": decode_only,
+            "us": round(ms * 1e3, 2),
+            "fraction_of_copy_bw": round(kv_bytes / (ms * 1e-3) / copy_bw, 3),
+            "speedup_vs_unsplit": round(baseline[0] / ms, 3),
+            "max_abs_diff_vs_unsplit": float((out.float() - baseline[1].float()).abs().max())})
+    best = max(row["configs"], key=lambda c: c["speedup_vs_unsplit"])
+    print(f"{name}: batch {row['batch']}, context sum {row['sum_context']} max "
+          f"{row['max_context']}: unsplit {row['configs'][0]['us']} us "
+          f"({row['configs'][0]['fraction_of_copy_bw']} of copy BW); best S={best['splits']} "
+          f"C={best['min_chunk']} {best['us']} us ({best['speedup_vs_unsplit']}x)", flush=True)
+    for c in row["configs"]:
+        print("   ", c, flush=True)
+    return row
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--heads", type=int, default=32)
+    ap.add_argument("--kv-heads", type=int, default=8)
+    ap.add_argument("--head-dim", type=int, default=128)
+    ap.add_argument("--block-size", type=int, default=16)
+    args = ap.parse_args()
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    configs = CONFIGS
+    if args.smoke:
+        args.heads, args.kv_heads, args.head_dim, args.block_size = 4, 2, 16, 4
+        configs = SMOKE_CONFIGS
+    copy_bw = copy_bandwidth(1 << (30 if device.type == "cuda" else 20), device)
+    cases = [(f"chat_step_{t}", chat_step(t, args.smoke))
+             for t in (CHAT_STEPS if not args.smoke else (0,))]
+    cases.append(("w_like", w_like_step(args.smoke)))
+    result = {"device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
+              "copy_bytes_per_s": copy_bw,
+              "cases": [bench(name, lens, configs, args, device, copy_bw)
+                        for name, lens in cases if lens]}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench_decode_long_tail.json").write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
