@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Session s17, ~330 s: the long split again, now with decode-only programs that find their
+# sequence without a search (and empty splits leaving before any other work): the paged
+# kernel's GPU tests, the decode attention alone over the chat workload's decode batches
+# and a W-like one, then the chat workload (seeds 0 and 1) with the defaults and with
+# decode_long_split on at the best (S, C) of the chat batches.
+cd "$(dirname "$0")/../../.."
+export PYTHONUNBUFFERED=1 TRITON_INTERPRET=0 NCCL_NVLS_ENABLE=0
+export PYTHONPATH=$PWD/runtime:$PWD/kernels:$PWD/operator:$PWD
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"; work=/tmp/call55; mkdir -p "$work"
+pack() { tar czf "$OUT/call55.tgz" -C /tmp call55; }
+timeout 120 python3 -m pytest -q -p no:cacheprovider -m gpu tests/kernels/test_paged_attention.py \
+  > "$work/gpu_tests.log" 2>&1
+echo "GPU tests exit $?"; tail -2 "$work/gpu_tests.log"; pack
+timeout 200 python3 -m benchmarks.kernels.bench_decode_long_tail --out "$work" > "$work/long_tail.log" 2>&1
+echo "long tail exit $?"; grep -v "^    " "$work/long_tail.log" | tail -8; pack
+best=$(python3 - "$work/bench_decode_long_tail.json" <<'PY'
+import json, math, sys
+cases = json.load(open(sys.argv[1]))["cases"]
+score = {}
+for case in cases:   # geometric mean speedup over every batch, W-like included
+    for c in case["configs"][2:]:
+        score.setdefault((c["splits"], c["min_chunk"]), []).append(math.log(c["speedup_vs_unsplit"]))
+(s, c), logs = max(score.items(), key=lambda kv: sum(kv[1]))
+print(f"{s},{c}")
+PY
+)
+echo "best long split: ${best:-none}"
+timeout 330 python3 -m benchmarks.gpu.varlen --seeds 0,1 --skip-old-defaults \
+  --with-switches decode_long_split ${best:+--long-split $best} --out "$work" > "$work/varlen.log" 2>&1
+echo "varlen exit $?"; grep -E "fraction" "$work/varlen.log"; pack
