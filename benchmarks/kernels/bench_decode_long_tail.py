@@ -6,7 +6,9 @@ the unsplit kernel searching as a mixed batch's does.
 The batches are the decode steps of the chat workload (benchmarks/gpu/varlen.py, seed 0)
 as the engine runs it with every request admitted at once: at decode step t the
 sequences whose output is longer than t, each holding its prompt plus t keys. Beside
-them a workload-W-like step (256 sequences, prompts of 128-1024 plus 128 generated).
+them a workload-W-like step (256 sequences, prompts of 128-1024 plus 128 generated), and
+batches of equal long contexts (64 and 256 x 4,096, 64 x 16,384), where every sequence
+is cut.
 Llama-3-8B heads (32 query, 8 KV, dim 128), block size 16, bf16, pages in random order.
 Times are medians of CUDA-graph replays (triton.testing.do_bench flushes L2); bytes are
 every K and V element of every sequence once, against the copy bandwidth of this run.
@@ -35,6 +37,7 @@ from benchmarks.kernels.bench_paged_attention import (  # noqa: E402
 from kubellm.kernels.paged_attention import paged_attention  # noqa: E402
 
 CHAT_STEPS = (0, 120, 300, 480, 720)
+UNIFORM = ((64, 4096), (256, 4096), (64, 16384))
 # call 54 (s17): chunks of 256 lost to 512 and 512 to 1024 on every batch
 CONFIGS = ((1, 0), (4, 512), (4, 1024), (8, 512), (8, 1024), (8, 2048), (16, 1024))
 SMOKE_CONFIGS = ((1, 0), (4, 8))
@@ -125,6 +128,9 @@ def main() -> int:
     cases = [(f"chat_step_{t}", chat_step(t, args.smoke))
              for t in (CHAT_STEPS if not args.smoke else (0,))]
     cases.append(("w_like", w_like_step(args.smoke)))
+    # equal long contexts (bench_paged_attention's decode cases): every sequence is cut
+    for batch, context in UNIFORM if not args.smoke else ((4, 24),):
+        cases.append((f"uniform_{batch}x{context}", [context] * batch))
     result = {"device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
               "copy_bytes_per_s": copy_bw,
               "cases": [bench(name, lens, configs, args, device, copy_bw)

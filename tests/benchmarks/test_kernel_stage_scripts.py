@@ -54,7 +54,7 @@ def test_prefill_attention_bench_smoke_writes_figures(tmp_path):
 def test_decode_long_tail_bench_smoke_writes_figures(tmp_path):
     run("benchmarks.kernels.bench_decode_long_tail", tmp_path=tmp_path)
     result = json.loads((tmp_path / "bench_decode_long_tail.json").read_text())
-    assert [c["case"] for c in result["cases"]] == ["chat_step_0", "w_like"]
+    assert [c["case"] for c in result["cases"]] == ["chat_step_0", "w_like", "uniform_4x24"]
     for case in result["cases"]:
         assert [(c["splits"], c["min_chunk"], c["decode_only"]) for c in case["configs"]] \
             == [(1, 0, False), (1, 0, True), (4, 8, True)]
