@@ -2,8 +2,9 @@
 then one with ``--with`` over them (CUDA graphs are captured with the switches as they
 were at startup, so a decode-kernel switch needs an engine of its own). Each engine runs
 W ``--repeats`` times on token ids of its own per repeat (no prefix-cache hits), after
-benchmarks/gpu/workload_w.py's warm-up; the best and every rate are printed, and the
-ratio of the bests.
+benchmarks/gpu/workload_w.py's warm-up; the best and every rate are printed, the ratio
+of the bests, and each best against W's limit and strict limit (ceilings measured in the
+same run).
 
     python -m benchmarks.gpu.w_switches --with decode_long_split --out DIR
     python -m benchmarks.gpu.w_switches --with decode_long_split --smoke --out DIR   # CPU
@@ -50,16 +51,24 @@ def main() -> int:
     if args.smoke:
         w.use_smoke_sizes()
     model_dir = write_config(w.SHAPE, Path(tempfile.mkdtemp()) / "model")
+    ceilings = w.measure_ceilings()
+    limit = w.limit_estimate(w.workload(), ceilings)   # every seed has W's lengths
     off = run_engine(model_dir, None, args.repeats)
     on = run_engine(model_dir, args.switches, args.repeats)
+    for row in (off, on):
+        row["fraction_of_limit"] = round(row["best"] / limit["limit_output_tok_s"], 3)
+        row["fraction_of_strict_limit"] = round(
+            row["best"] / limit["strict_limit_output_tok_s"], 3)
     result = {"device": torch.cuda.get_device_name() if w.DEVICE == "cuda" else "cpu",
-              "with": args.switches, "long_split": args.long_split or None, "defaults": off, "with_switches": on,
+              "with": args.switches, "long_split": args.long_split or None,
+              "ceilings": ceilings, "limit": limit, "defaults": off, "with_switches": on,
               "on_over_off": round(on["best"] / off["best"], 3)}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "w_switches.json").write_text(json.dumps(result, indent=1))
     print(f"W with {args.switches} over the defaults: {result['on_over_off']} "
-          f"({on['best']} against {off['best']} output tok/s)")
+          f"({on['best']} against {off['best']} output tok/s; of the strict limit "
+          f"{on['fraction_of_strict_limit']} against {off['fraction_of_strict_limit']})")
     return 0
 
 

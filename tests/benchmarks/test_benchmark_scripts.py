@@ -63,4 +63,5 @@ def test_w_switches_smoke_runs_both_engines(tmp_path):
     assert "decode_long_split=on" in result["with_switches"]["kernel_switches"]
     for engine in ("defaults", "with_switches"):
         assert len(result[engine]["output_tok_s"]) == 1 and is_figure(result[engine]["best"])
+        assert is_figure(result[engine]["fraction_of_strict_limit"])
     assert is_figure(result["on_over_off"])

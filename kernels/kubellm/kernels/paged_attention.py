@@ -428,9 +428,10 @@ def paged_attention(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q,
     `choose_kv_split` decide, with `long_split` as it says. `decode_only` is the caller's
     word that no sequence has more than one query token (max_seqlen_q must be 1): each
     sequence's programs then find it without searching cu_seqlens_q. Rows of `out` for
-    tokens past cu_seqlens_q[-1] hold unspecified values. On CUDA the first call for each (head dim, tile, group, splits)
-    autotunes and each new split count compiles: run every batch size once eagerly
-    before capturing it in a CUDA graph.
+    tokens past cu_seqlens_q[-1] hold unspecified values. On CUDA the first call for each
+    (head dim, tile, group, splits) autotunes and each new split count compiles: run
+    every batch size once eagerly before capturing it in a CUDA graph (the long split's
+    counts are allocated then too).
     """
     _check_inputs(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q, max_seqlen_q,
                   scale, out)
