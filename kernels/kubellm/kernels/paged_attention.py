@@ -186,9 +186,9 @@ def _paged_attention_kernel(
     tok = (q_start + q_tok).to(tl.int64)
     part_row = (tok * (GROUP * tl.num_programs(1)) + head) * NUM_SPLITS + split
     if NUM_SPLITS > 1:
-        if split >= pieces:   # no keys here: an empty part for the merge kernel, unless
-            # one piece wrote the output itself (and told it so) or the last piece merges
-            if pieces > 1 and not LAST_MERGES:
+        if split >= pieces:   # no keys here: an empty part for the merge kernel (the
+            # last piece's program merges without reading it)
+            if not LAST_MERGES:
                 tl.store(part_lse_ptr + part_row, tl.full([BLOCK_M], float("-inf"),
                                                           tl.float32), mask=row_ok)
             return
@@ -219,12 +219,8 @@ def _paged_attention_kernel(
     o_at = out_ptr + (tok * stride_ot + head * stride_oh)[:, None] + dims[None, :]
     if NUM_SPLITS == 1:
         tl.store(o_at, acc.to(out_ptr.dtype.element_ty), mask=row_ok[:, None])
-    elif pieces == 1:   # the whole sequence here: the output (and for the merge kernel
-        # +inf in the first part's lse, which tells it to leave this row be)
+    elif pieces == 1 and LAST_MERGES:   # the whole sequence here: the output directly
         tl.store(o_at, acc.to(out_ptr.dtype.element_ty), mask=row_ok[:, None])
-        if not LAST_MERGES:
-            tl.store(part_lse_ptr + part_row, tl.full([BLOCK_M], float("inf"), tl.float32),
-                     mask=row_ok)
     else:
         lse = tl.where(l_i == 0.0, float("-inf"), m_i + tl.log2(l_safe))
         tl.store(part_lse_ptr + part_row, lse, mask=row_ok)
@@ -283,8 +279,6 @@ def _merge_splits_kernel(
     split_ok = splits < NUM_SPLITS
     # Rows of tokens that belong to no sequence (CUDA-graph padding) were never written:
     # their values are garbage and so is their output, which nobody reads.
-    if tl.load(part_lse_ptr + row * NUM_SPLITS) == float("inf"):
-        return   # a sequence in one piece: its output is written already
     lse = tl.load(part_lse_ptr + row * NUM_SPLITS + splits, mask=split_ok, other=float("-inf"))
     lse_max = tl.max(lse, 0)
     lse_max = tl.where(lse_max == float("-inf"), 0.0, lse_max)
