@@ -34,7 +34,7 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.common import long_split
+from benchmarks.common import decode_config, long_split
 from benchmarks.common.ceilings import measure_ceilings
 from benchmarks.common.limits import workload_limit
 from benchmarks.common.shapes import LLAMA3_8B, SHAPES, write_config
@@ -142,6 +142,31 @@ def warm_up(llm, vocab, longest: int):
                  SamplingParams(temperature=0, max_tokens=4, ignore_eos=True, detokenize=False))
 
 
+def run_seeds_on_engine(name, fields, run_seeds, args, cases, result, shape, device, dtype,
+                        max_model_len, model_dir) -> None:
+    """One engine (``fields`` over the defaults) on each of ``run_seeds``: rows into
+    ``result["runs"]``."""
+    llm, setup = make_llm(model_dir, device, str(dtype)[6:], max_model_len, **fields)
+    print(name, setup, flush=True)
+    warm_up(llm, shape["vocab_size"], max(max(p) for p, _ in cases.values()))
+    for seed in run_seeds:
+        prompt_lens, output_lens = cases[seed]
+        limit = workload_limit(shape, prompt_lens, output_lens, result["ceilings"],
+                               dtype.itemsize)
+        measured = run(llm, token_ids(prompt_lens, seed, shape["vocab_size"]), output_lens,
+                       device)
+        row = {"engine": name, "seed": seed, **setup, **measured, "limit": limit,
+               "fraction_of_limit": round(measured["output_tok_s"] /
+                                          limit["limit_output_tok_s"], 3),
+               "fraction_of_strict_limit": round(measured["output_tok_s"] /
+                                                 limit["strict_limit_output_tok_s"], 3)}
+        result["runs"].append(row)
+        print(json.dumps(row), flush=True)
+    del llm
+    if device == "cuda":
+        torch.cuda.empty_cache()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
@@ -152,10 +177,14 @@ def main() -> int:
     ap.add_argument("--with-switches", default="",
                     help="kernel switches (--kernel-switches text): one more engine with "
                          "them over the defaults, on the same seeds, right after the defaults")
+    ap.add_argument("--with-decode-config", default="", help=decode_config.HELP +
+                    " (on the same seeds, after the defaults)")
     ap.add_argument("--smoke", action="store_true", help="tiny shape and lengths on the CPU")
     ap.add_argument("--long-split", default="", help=long_split.HELP)
     args = ap.parse_args()
     long_split.apply(args.long_split)
+    if args.with_decode_config:
+        decode_config.parse(args.with_decode_config)   # a bad text fails before any run
     smoke = args.smoke
     device, dtype = ("cpu", torch.float32) if smoke else ("cuda", torch.bfloat16)
     shape = SMOKE_SHAPE if smoke else SHAPES[args.shape]
@@ -173,32 +202,19 @@ def main() -> int:
                         for p, o in zip(p_lens, o_lens))
     max_model_len = 1 << (max_model_len - 1).bit_length()
     model_dir = write_config(shape, Path(tempfile.mkdtemp()) / "model")
-    engines = [("hardware_aware_defaults", {}, seeds)]
+    engines = [("hardware_aware_defaults", {}, seeds, "")]
     if args.with_switches:
         engines.append((f"with_switches:{args.with_switches}",
-                        {"kernel_switches": args.with_switches}, seeds))
+                        {"kernel_switches": args.with_switches}, seeds, ""))
+    if args.with_decode_config:
+        engines.append((f"with_decode_config:{args.with_decode_config}", {}, seeds,
+                        args.with_decode_config))
     if not args.skip_old_defaults:
-        engines.append(("previous_fixed_defaults", OLD_DEFAULTS, seeds[:1]))
-    for name, fields, run_seeds in engines:
-        llm, setup = make_llm(model_dir, device, str(dtype)[6:], max_model_len, **fields)
-        print(name, setup, flush=True)
-        warm_up(llm, shape["vocab_size"], max(max(p) for p, _ in cases.values()))
-        for seed in run_seeds:
-            prompt_lens, output_lens = cases[seed]
-            limit = workload_limit(shape, prompt_lens, output_lens, result["ceilings"],
-                                   dtype.itemsize)
-            measured = run(llm, token_ids(prompt_lens, seed, shape["vocab_size"]), output_lens,
-                           device)
-            row = {"engine": name, "seed": seed, **setup, **measured, "limit": limit,
-                   "fraction_of_limit": round(measured["output_tok_s"] /
-                                              limit["limit_output_tok_s"], 3),
-                   "fraction_of_strict_limit": round(measured["output_tok_s"] /
-                                                     limit["strict_limit_output_tok_s"], 3)}
-            result["runs"].append(row)
-            print(json.dumps(row), flush=True)
-        del llm
-        if device == "cuda":
-            torch.cuda.empty_cache()
+        engines.append(("previous_fixed_defaults", OLD_DEFAULTS, seeds[:1], ""))
+    for name, fields, run_seeds, tiles in engines:
+        with decode_config.active(tiles):
+            run_seeds_on_engine(name, fields, run_seeds, args, cases, result, shape, device,
+                                dtype, max_model_len, model_dir)
     ours = [r["fraction_of_limit"] for r in result["runs"]
             if r["engine"] == "hardware_aware_defaults"]
     result["mean_fraction_of_limit"] = round(sum(ours) / len(ours), 3)

@@ -7,6 +7,7 @@ of the bests, and each best against W's limit and strict limit (ceilings measure
 same run).
 
     python -m benchmarks.gpu.w_switches --with decode_long_split --out DIR
+    python -m benchmarks.gpu.w_switches --with-decode-config autotune --out DIR
     python -m benchmarks.gpu.w_switches --with decode_long_split --smoke --out DIR   # CPU
 """
 from __future__ import annotations
@@ -20,17 +21,20 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.common import long_split
+from benchmarks.common import decode_config, long_split
 from benchmarks.common.shapes import write_config
 from benchmarks.gpu import workload_w as w
 
 
-def run_engine(model_dir, switches: str | None, repeats: int) -> dict:
+def run_engine(model_dir, switches: str | None, repeats: int, tiles: str = "") -> dict:
     overrides = {"kernel_switches": switches} if switches else {}
-    llm, startup = w.make_llm(model_dir, **overrides)
-    rates = [w.run_ours(llm, w.workload(seed=200 + i))["output_tok_s"] for i in range(repeats)]
+    with decode_config.active(tiles):
+        llm, startup = w.make_llm(model_dir, **overrides)
+        rates = [w.run_ours(llm, w.workload(seed=200 + i))["output_tok_s"]
+                 for i in range(repeats)]
     row = {"kernel_switches": llm.engine.executor.switches.describe(),
-           "startup_s": round(startup, 1), "output_tok_s": rates, "best": max(rates)}
+           "decode_config": tiles or "default", "startup_s": round(startup, 1),
+           "output_tok_s": rates, "best": max(rates)}
     del llm
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
@@ -41,32 +45,40 @@ def run_engine(model_dir, switches: str | None, repeats: int) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
-    ap.add_argument("--with", dest="switches", required=True,
+    ap.add_argument("--with", dest="switches", default="",
                     help="kernel switches (--kernel-switches text) of the second engine")
+    ap.add_argument("--with-decode-config", default="", help=decode_config.HELP + " (the "
+                    "second engine)")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--smoke", action="store_true", help="tiny shape and workload on the CPU")
     ap.add_argument("--long-split", default="", help=long_split.HELP)
     args = ap.parse_args()
     long_split.apply(args.long_split)
+    if not args.switches and not args.with_decode_config:
+        ap.error("--with or --with-decode-config: what the second engine changes")
+    decode_config.parse(args.with_decode_config or "autotune")   # a bad text fails now
     if args.smoke:
         w.use_smoke_sizes()
     model_dir = write_config(w.SHAPE, Path(tempfile.mkdtemp()) / "model")
     ceilings = w.measure_ceilings()
     limit = w.limit_estimate(w.workload(), ceilings)   # every seed has W's lengths
     off = run_engine(model_dir, None, args.repeats)
-    on = run_engine(model_dir, args.switches, args.repeats)
+    on = run_engine(model_dir, args.switches, args.repeats, args.with_decode_config)
     for row in (off, on):
         row["fraction_of_limit"] = round(row["best"] / limit["limit_output_tok_s"], 3)
         row["fraction_of_strict_limit"] = round(
             row["best"] / limit["strict_limit_output_tok_s"], 3)
     result = {"device": torch.cuda.get_device_name() if w.DEVICE == "cuda" else "cpu",
-              "with": args.switches, "long_split": args.long_split or None,
+              "with": args.switches, "with_decode_config": args.with_decode_config or None,
+              "long_split": args.long_split or None,
               "ceilings": ceilings, "limit": limit, "defaults": off, "with_switches": on,
               "on_over_off": round(on["best"] / off["best"], 3)}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "w_switches.json").write_text(json.dumps(result, indent=1))
-    print(f"W with {args.switches} over the defaults: {result['on_over_off']} "
+    changed = " ".join(filter(None, [args.switches, args.with_decode_config and
+                                     f"decode config {args.with_decode_config}"]))
+    print(f"W with {changed} over the defaults: {result['on_over_off']} "
           f"({on['best']} against {off['best']} output tok/s; of the strict limit "
           f"{on['fraction_of_strict_limit']} against {off['fraction_of_strict_limit']})")
     return 0

@@ -13,13 +13,21 @@ Llama-3-8B heads (32 query, 8 KV, dim 128), block size 16, bf16, pages in random
 Times are medians of CUDA-graph replays (triton.testing.do_bench flushes L2); bytes are
 every K and V element of every sequence once, against the copy bandwidth of this run.
 
+With ``--tiles`` it times instead every tile config (BLOCK_N, num_warps, num_stages) of
+the kernel's TILE_CONFIGS on the same batches, unsplit and with the long split at
+``--tile-splits``, and split-KV's batches of few sequences (1, 4, 16 x 512 and 4,096
+keys), and prints each config's geometric-mean time against the best per batch: what
+DECODE_CONFIG, the decode calls' fixed config, is chosen from.
+
     python -m benchmarks.kernels.bench_decode_long_tail --out DIR
-    python -m benchmarks.kernels.bench_decode_long_tail --smoke --out DIR   # CPU, tiny
+    python -m benchmarks.kernels.bench_decode_long_tail --tiles --out DIR
+    python -m benchmarks.kernels.bench_decode_long_tail --smoke [--tiles] --out DIR  # CPU
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import sys
@@ -34,13 +42,14 @@ from benchmarks.gpu.varlen import lengths  # noqa: E402
 from benchmarks.kernels.bench_paged_attention import (  # noqa: E402
     copy_bandwidth, graphed_median_ms,
 )
-from kubellm.kernels.paged_attention import paged_attention  # noqa: E402
+from kubellm.kernels.paged_attention import TILE_CONFIGS, paged_attention  # noqa: E402
 
 CHAT_STEPS = (0, 120, 300, 480, 720)
 UNIFORM = ((64, 4096), (256, 4096), (64, 16384))
 # call 54 (s17): chunks of 256 lost to 512 and 512 to 1024 on every batch
 CONFIGS = ((1, 0), (4, 512), (4, 1024), (8, 512), (8, 1024), (8, 2048), (16, 1024))
 SMOKE_CONFIGS = ((1, 0), (4, 8))
+FEW_SEQUENCES = ((1, 512), (4, 512), (16, 512), (1, 4096), (4, 4096), (16, 4096))
 
 
 def chat_step(t: int, smoke: bool) -> list[int]:
@@ -110,6 +119,42 @@ def bench(name, seq_lens, configs, args, device, copy_bw) -> dict:
     return row
 
 
+def sweep_tiles(name, seq_lens, split_modes, tiles, args, device) -> dict:
+    """us per (tile config, split mode) on one batch; a mode (S, C) of None lets the
+    kernel choose (split-KV for few sequences)."""
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    inputs = make_case(seq_lens, args.heads, args.kv_heads, args.head_dim, args.block_size,
+                       dtype, device)
+    reference = torch.empty_like(inputs["q"])
+    paged_attention(**inputs, out=reference, num_kv_splits=1, decode_only=True,
+                    config=tiles[0])
+    row = {"case": name, "batch": len(seq_lens), "max_context": max(seq_lens), "us": {}}
+    for tile in tiles:
+        for mode in split_modes:
+            splits, chunk = mode if mode is not None else (None, None)
+            out = torch.empty_like(inputs["q"])
+            ms = graphed_median_ms(lambda: paged_attention(
+                **inputs, out=out, num_kv_splits=splits, min_kv_chunk=chunk,
+                decode_only=True, config=tile), device)
+            diff = float((out.float() - reference.float()).abs().max())
+            if diff > 0.05:
+                raise RuntimeError(f"{name} tile {tile} mode {mode}: differs by {diff}")
+            row["us"][f"{tile}|{mode}"] = round(ms * 1e3, 2)
+    print(name, json.dumps(row["us"]), flush=True)
+    return row
+
+
+def tile_summary(rows: list[dict]) -> dict:
+    """Per key: the geometric mean over batches of its time against the batch's best."""
+    logs: dict[str, list[float]] = {}
+    for row in rows:
+        best = min(row["us"].values())
+        for key, us in row["us"].items():
+            logs.setdefault(key, []).append(math.log(us / best))
+    return {key: round(math.exp(sum(v) / len(v)), 4) for key, v in
+            sorted(logs.items(), key=lambda kv: sum(kv[1]))}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
@@ -118,6 +163,10 @@ def main() -> int:
     ap.add_argument("--kv-heads", type=int, default=8)
     ap.add_argument("--head-dim", type=int, default=128)
     ap.add_argument("--block-size", type=int, default=16)
+    ap.add_argument("--tiles", action="store_true",
+                    help="time every tile config (see the module's docstring)")
+    ap.add_argument("--tile-splits", default="4,1024;8,1024",
+                    help="the long split's (S,C) pairs beside the unsplit kernel (--tiles)")
     args = ap.parse_args()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     configs = CONFIGS
@@ -131,12 +180,32 @@ def main() -> int:
     # equal long contexts (bench_paged_attention's decode cases): every sequence is cut
     for batch, context in UNIFORM if not args.smoke else ((4, 24),):
         cases.append((f"uniform_{batch}x{context}", [context] * batch))
-    result = {"device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
-              "copy_bytes_per_s": copy_bw,
-              "cases": [bench(name, lens, configs, args, device, copy_bw)
-                        for name, lens in cases if lens]}
+    device_name = torch.cuda.get_device_name() if device.type == "cuda" else "cpu"
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.tiles:
+        long_modes = [tuple(int(v) for v in pair.split(","))
+                      for pair in args.tile_splits.split(";") if pair]
+        if args.smoke:
+            long_modes = [(4, 8)]
+        tiles = TILE_CONFIGS[:2] if args.smoke else TILE_CONFIGS
+        rows = [sweep_tiles(name, lens, [(1, 0)] + long_modes, tiles, args, device)
+                for name, lens in cases if lens]
+        for batch, context in FEW_SEQUENCES if not args.smoke else ((1, 24),):
+            rows.append(sweep_tiles(f"few_{batch}x{context}", [context] * batch, [None],
+                                    tiles, args, device))
+        result = {"device": device_name, "rows": rows,
+                  "long_batches": tile_summary([r for r in rows
+                                                if not r["case"].startswith("few_")]),
+                  "few_sequences": tile_summary([r for r in rows
+                                                 if r["case"].startswith("few_")])}
+        print("geometric mean of time / best, long batches:", json.dumps(result["long_batches"]))
+        print("few sequences (split-KV):", json.dumps(result["few_sequences"]))
+        (out / "decode_tiles.json").write_text(json.dumps(result, indent=1))
+        return 0
+    result = {"device": device_name, "copy_bytes_per_s": copy_bw,
+              "cases": [bench(name, lens, configs, args, device, copy_bw)
+                        for name, lens in cases if lens]}
     (out / "bench_decode_long_tail.json").write_text(json.dumps(result, indent=1))
     return 0
 

@@ -2,6 +2,8 @@
 would otherwise surface only on the GPU machine, after its device time is spent."""
 import json
 
+import pytest
+
 from tests.benchmarks.smoke import run_module
 from tests.figures import is_figure
 
@@ -57,11 +59,28 @@ def test_mixed_step_smoke_times_arrivals_and_profiles_both_steps(tmp_path):
 
 def test_w_switches_smoke_runs_both_engines(tmp_path):
     run_module("benchmarks.gpu.w_switches", "--smoke", "--with", "decode_long_split",
-               "--repeats", "1", "--out", tmp_path)
+               "--with-decode-config", "32,4,2", "--repeats", "1", "--out", tmp_path)
     result = json.loads((tmp_path / "w_switches.json").read_text())
     assert "decode_long_split=off" in result["defaults"]["kernel_switches"]
+    assert result["defaults"]["decode_config"] == "default"
+    assert result["with_switches"]["decode_config"] == "32,4,2"
     assert "decode_long_split=on" in result["with_switches"]["kernel_switches"]
     for engine in ("defaults", "with_switches"):
         assert len(result[engine]["output_tok_s"]) == 1 and is_figure(result[engine]["best"])
         assert is_figure(result[engine]["fraction_of_strict_limit"])
     assert is_figure(result["on_over_off"])
+
+
+def test_decode_config_option_sets_the_kernel_default_inside_its_block():
+    from benchmarks.common import decode_config
+    from kubellm.kernels import paged_attention
+    before = paged_attention.DECODE_CONFIG
+    with decode_config.active("autotune"):
+        assert paged_attention.DECODE_CONFIG is None
+    with decode_config.active("32,4,2"):
+        assert paged_attention.DECODE_CONFIG == (32, 4, 2)
+    with decode_config.active(""):
+        assert paged_attention.DECODE_CONFIG == before
+    assert paged_attention.DECODE_CONFIG == before
+    with pytest.raises(SystemExit, match="want \"autotune\" or BLOCK_N,WARPS,STAGES"):
+        decode_config.parse("64,4")

@@ -64,15 +64,33 @@ def test_decode_long_tail_bench_smoke_writes_figures(tmp_path):
             assert config["max_abs_diff_vs_unsplit"] < 1e-5     # fp32: the same outputs
 
 
+def test_decode_tiles_sweep_smoke_writes_figures(tmp_path):
+    run("benchmarks.kernels.bench_decode_long_tail", "--tiles", tmp_path=tmp_path)
+    result = json.loads((tmp_path / "decode_tiles.json").read_text())
+    assert [r["case"] for r in result["rows"]] == ["chat_step_0", "w_like", "uniform_4x24",
+                                                   "few_1x24"]
+    long_keys = {"(32, 4, 2)|(1, 0)", "(32, 4, 2)|(4, 8)", "(64, 4, 2)|(1, 0)",
+                 "(64, 4, 2)|(4, 8)"}
+    for row in result["rows"]:
+        expected = ({"(32, 4, 2)|None", "(64, 4, 2)|None"} if row["case"] == "few_1x24"
+                    else long_keys)
+        assert set(row["us"]) == expected and all(is_figure(us) for us in row["us"].values())
+    assert set(result["long_batches"]) == long_keys
+    assert set(result["few_sequences"]) == {"(32, 4, 2)|None", "(64, 4, 2)|None"}
+    # against the best of each batch: the best key of all is within the worst's ratio
+    assert min(result["long_batches"].values()) >= 1.0
+
+
 def test_varlen_smoke_writes_figures(tmp_path):
     run("benchmarks.gpu.varlen", "--seeds", "0,1", "--with-switches", "decode_long_split",
-        tmp_path=tmp_path)
+        "--with-decode-config", "autotune", tmp_path=tmp_path)
     result = json.loads((tmp_path / "varlen_chat.json").read_text())
     runs = result["runs"]
     switched = "with_switches:decode_long_split"
+    tiles = "with_decode_config:autotune"
     assert [(r["engine"], r["seed"]) for r in runs] == [
         ("hardware_aware_defaults", 0), ("hardware_aware_defaults", 1),
-        (switched, 0), (switched, 1), ("previous_fixed_defaults", 0)]
+        (switched, 0), (switched, 1), (tiles, 0), (tiles, 1), ("previous_fixed_defaults", 0)]
     assert [r["kernel_switches"] for r in runs].count("decode_long_split=on") == 0
     assert all("decode_long_split=on" in r["kernel_switches"] for r in runs
                if r["engine"] == switched)

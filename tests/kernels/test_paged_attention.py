@@ -3,8 +3,8 @@ import pytest
 import torch
 
 from kubellm.kernels.paged_attention import (
-    LONG_SPLIT_MIN_CHUNK, LONG_SPLITS, TOLERANCES, choose_kv_split, choose_num_kv_splits,
-    paged_attention, paged_attention_ref,
+    DECODE_CONFIG, LONG_SPLIT_MIN_CHUNK, LONG_SPLITS, TOLERANCES, choose_kv_split,
+    choose_num_kv_splits, paged_attention, paged_attention_ref,
 )
 import kubellm.kernels.paged_attention as pa_module
 
@@ -159,6 +159,54 @@ def test_decode_only_programs_find_their_sequence_without_search(num_kv_splits, 
         paged_attention(**{**batch, "max_seqlen_q": 2}, decode_only=True)
 
 
+@pytest.mark.parametrize("config", [(32, 4, 2), (64, 4, 2)])
+def test_tile_config_replaces_the_tuned_one(config):
+    batch = make_batch(**LONG_TAILED)
+    check_against_ref(batch, config=config)
+    check_against_ref(batch, num_kv_splits=4, min_kv_chunk=32, decode_only=True,
+                      config=config)
+
+
+@pytest.mark.parametrize("config", [(48, 4, 2), (8, 4, 2), (64, 0, 2), (64, 4), [64, 4, 2]])
+def test_bad_tile_config_is_named(config):
+    with pytest.raises(ValueError, match="config must be .BLOCK_N, num_warps, num_stages."):
+        paged_attention(**make_batch(**LONG_TAILED), config=config)
+
+
+class _RecordingLaunch:
+    """Stands in for the compiled kernel: records what the launcher passes."""
+    def __init__(self, tuned):
+        self.tuned, self.kwargs = tuned, None
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            self.kwargs = kwargs
+        return launch
+
+
+def test_decode_calls_launch_with_the_fixed_config(monkeypatch):
+    # the launcher's choice as compiled for CUDA (on CPU the interpreter fixes BLOCK_N):
+    # decode-only calls get DECODE_CONFIG and no autotuner; other calls the autotuner
+    launches = []
+
+    def kernel_for(kernel, device, tuned=None):
+        launches.append(_RecordingLaunch(tuned))
+        return launches[-1]
+    monkeypatch.setattr(pa_module, "is_interpreted", lambda kernel: False)
+    monkeypatch.setattr(pa_module, "kernel_for", kernel_for)
+    decode = make_batch(q_lens=[1] * 3, seq_lens=[5, 40, 9])
+    paged_attention(**decode, decode_only=True)
+    paged_attention(**decode, num_kv_splits=4, min_kv_chunk=8, decode_only=True)
+    paged_attention(**make_batch(**MIXED))
+    block_n, warps, stages = DECODE_CONFIG
+    for launch in launches[:2]:
+        assert launch.tuned is None
+        assert (launch.kwargs["BLOCK_N"], launch.kwargs["num_warps"],
+                launch.kwargs["num_stages"]) == (block_n, warps, stages)
+    assert launches[2].tuned is pa_module._paged_attention_kernel_tuned
+    assert "BLOCK_N" not in launches[2].kwargs
+
+
 def test_strided_q_out_buffer_and_padding_rows_left_alone():
     batch = make_batch(q_lens=[3, 0, 1], seq_lens=[5, 0, 8])
     wide = torch.randn(batch["q"].shape[0], 3 * 4, 16)  # like a fused qkv projection
@@ -261,7 +309,29 @@ def test_gpu_long_tailed_decode_batch_long_split(cuda):
                        device=cuda, **LLAMA3)
     assert choose_kv_split(len(lens), 8, 1, cuda, long_split=True)[0] > 1
     split = check_against_ref(batch, long_split=True, decode_only=True)
-    unsplit = check_against_ref(batch, num_kv_splits=1)
+    unsplit = check_against_ref(batch, num_kv_splits=1, config=DECODE_CONFIG)
     torch.testing.assert_close(split, unsplit, atol=2e-2, rtol=2e-2)
+    # decode-only calls launch with DECODE_CONFIG; the searching kernel at the same tile
+    # computes the same bits
     torch.testing.assert_close(check_against_ref(batch, num_kv_splits=1, decode_only=True),
                                unsplit, atol=0, rtol=0)
+
+
+@pytest.mark.gpu
+def test_gpu_decode_calls_do_not_depend_on_earlier_tuning(cuda):
+    """Decode-only calls launch with DECODE_CONFIG whatever the autotuner chose earlier:
+    a long-split batch of 513-key sequences (one piece each) gives the unsplit kernel's
+    bits, after a one-sequence split-KV call and a one-key warm-up batch (the engine's
+    graph warm-ups) ran first."""
+    few = make_batch(q_lens=[1], seq_lens=[4000], num_blocks=300, dtype=torch.bfloat16,
+                     device=cuda, **LLAMA3)
+    paged_attention(**few)
+    warmup = make_batch(q_lens=[1] * 64, seq_lens=[1] * 64, num_blocks=80,
+                        dtype=torch.bfloat16, device=cuda, **LLAMA3)
+    paged_attention(**warmup, long_split=True, decode_only=True)
+    batch = make_batch(q_lens=[1] * 64, seq_lens=[513] * 64, num_blocks=64 * 33 + 8,
+                       dtype=torch.bfloat16, device=cuda, **LLAMA3)
+    assert choose_kv_split(64, 8, 1, cuda, long_split=True)[0] > 1
+    torch.testing.assert_close(paged_attention(**batch, long_split=True, decode_only=True),
+                               paged_attention(**batch, num_kv_splits=1, decode_only=True),
+                               atol=0, rtol=0)

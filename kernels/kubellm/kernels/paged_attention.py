@@ -293,12 +293,21 @@ def _merge_splits_kernel(
     tl.store(out_ptr + tok * stride_ot + head * stride_oh + dims, out.to(out_ptr.dtype.element_ty))
 
 
+# (BLOCK_N, num_warps, num_stages): tile/pipeline shapes that won somewhere in H200 runs
+# (decode: 64/4/2; prefill: 32/4/2 or 64/4/3)
+TILE_CONFIGS = ((32, 4, 2), (64, 4, 2), (64, 4, 3), (64, 8, 3), (128, 8, 2))
+# Decode-only calls launch with this one instead of the autotuner's choice. The engine's
+# first decode calls are its CUDA-graph warm-ups, whose sequences hold one key each: a
+# tuner would choose on launch overhead alone (and its key, which holds the partial
+# buffers' dtype, handed a config tuned on one such call to every later split call).
+DECODE_CONFIG = (64, 4, 2)
+
+
 def _autotuned(kernel):
-    # Tile/pipeline shapes that won somewhere in H200 runs (decode: 64/4/2; prefill: 32/4/2
-    # or 64/4/3). Tuned once per (head dim, tile rows, group, dtype): the split count is
-    # left out of the key so that capturing graphs for many batch sizes does not retune.
+    # Tuned once per (head dim, tile rows, group, dtypes): the split count is left out of
+    # the key so that capturing graphs for many batch sizes does not retune.
     configs = [triton.Config({"BLOCK_N": n}, num_warps=w, num_stages=s)
-               for n, w, s in ((32, 4, 2), (64, 4, 2), (64, 4, 3), (64, 8, 3), (128, 8, 2))]
+               for n, w, s in TILE_CONFIGS]
     return triton.autotune(configs=configs, key=["HEAD_DIM", "BLOCK_M", "GROUP"])(kernel)
 
 
@@ -334,8 +343,10 @@ def choose_num_kv_splits(num_seqs: int, num_kv_heads: int, max_seqlen_q: int,
 # H200, Llama-3-8B heads, the chat workload's decode batches of 46-1000 sequences
 # (contexts up to 3,720): 1.04-1.78x the unsplit kernel, and 1.01x on a W-like batch of
 # 256 (s17 call 56, benchmarks/kernels/bench_decode_long_tail.py); chunks of 256 and 512
-# lost to 1024 everywhere, 16 splits lost at 256-1000 sequences (more empty programs)
-LONG_SPLITS = 8
+# lost to 1024 everywhere, 16 splits lost at 256-1000 sequences (more empty programs).
+# Four splits: as fast as eight on every batch at DECODE_CONFIG (s18 call 59; 1000
+# sequences: 457.6 against 469.0 us) with half the programs that find no keys
+LONG_SPLITS = 4
 LONG_SPLIT_MIN_CHUNK = 1024
 
 
@@ -408,9 +419,18 @@ def _check_inputs(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q, max
         check_shape("out", out, q.shape)
 
 
+def _check_config(config) -> None:
+    if (not isinstance(config, tuple) or len(config) != 3
+            or not all(isinstance(v, int) and v > 0 for v in config)
+            or config[0] < 16 or config[0] & (config[0] - 1)):
+        raise ValueError("config must be (BLOCK_N, num_warps, num_stages): positive ints, "
+                         f"BLOCK_N a power of two >= 16; got {config!r}")
+
+
 def paged_attention(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q,
                     max_seqlen_q: int, scale: float, out=None, num_kv_splits=None,
-                    min_kv_chunk=None, long_split: bool = False, decode_only: bool = False):
+                    min_kv_chunk=None, long_split: bool = False, decode_only: bool = False,
+                    config: tuple[int, int, int] | None = None):
     """Causal varlen attention of `q` [T, Hq, D] over the paged K/V of each sequence.
 
     block_tables [B, max_blocks] int32, seq_lens [B] int32 (context incl. the new tokens),
@@ -425,7 +445,8 @@ def paged_attention(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q,
     tokens past cu_seqlens_q[-1] hold unspecified values. On CUDA the first call for each
     (head dim, tile, group, splits) autotunes and each new split count compiles: run
     every batch size once eagerly before capturing it in a CUDA graph (the long split's
-    counts are allocated then too).
+    counts are allocated then too). `config` (BLOCK_N, num_warps, num_stages) replaces
+    the autotuner's choice (benchmarks); decode-only calls default to DECODE_CONFIG.
     """
     _check_inputs(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q, max_seqlen_q,
                   scale, out)
@@ -447,6 +468,8 @@ def paged_attention(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q,
         raise ValueError(f"decode_only needs max_seqlen_q 1, got {max_seqlen_q}")
     if not isinstance(min_kv_chunk, int) or min_kv_chunk < 0:
         raise ValueError(f"min_kv_chunk must be an int >= 0, got {min_kv_chunk!r}")
+    if config is not None:
+        _check_config(config)
     if num_tokens == 0 or num_seqs == 0:
         return out
 
@@ -459,7 +482,10 @@ def paged_attention(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q,
     else:
         part_out = part_lse = out  # unused by the kernel
     interpreted = is_interpreted(_paged_attention_kernel)
-    kernel = kernel_for(_paged_attention_kernel, q.device, tuned=_paged_attention_kernel_tuned)
+    if config is None and decode_only and not interpreted:
+        config = DECODE_CONFIG   # None (benchmarks' "autotune"): the autotuner's choice
+    kernel = kernel_for(_paged_attention_kernel, q.device,
+                        tuned=None if config is not None else _paged_attention_kernel_tuned)
     grid = (num_seqs if decode_only else num_tokens // block_q + num_seqs, num_kv_heads,
             num_kv_splits)
     # the long split's last program of each q-block merges; split-KV of few sequences
@@ -473,7 +499,11 @@ def paged_attention(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q,
         DOT_FP32=interpreted and q.dtype == torch.bfloat16,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
     )
-    if interpreted:
+    if config is not None:
+        kwargs["BLOCK_N"] = config[0]
+        if not interpreted:
+            kwargs.update(num_warps=config[1], num_stages=config[2])
+    elif interpreted:
         kwargs["BLOCK_N"] = 16  # the autotuner's choice on CUDA; small keeps CPU tests fast
     kernel[grid](
         q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q, out, part_out, part_lse,
