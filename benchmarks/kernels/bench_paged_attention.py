@@ -12,6 +12,13 @@ bytes read + written. Also causal prefills (--prefills) against SDPA is_causal, 
 TFLOP/s. Times are medians of triton.testing.do_bench (which flushes L2
 before each call) over replays of a CUDA graph holding one call, as the engine runs
 decode; `ours_eager_us` adds our Python launch overhead (no graph). Writes bench_paged_attention.json into --out.
+
+    python -m benchmarks.kernels.bench_paged_attention --prefill-tiles --out DIR
+
+times instead every tile config of the kernel's TILE_CONFIGS on the causal prefill cases
+(--prefills, and chunks of 128-512 tokens as mixed steps carry), after recording which
+config the autotuner picks when its first prefill-shaped call has no query tokens, as the
+engine's mixed-step CUDA graphs warm up (prefill_tiles.json).
 """
 import argparse
 import json
@@ -28,6 +35,7 @@ if "--smoke" in sys.argv and not torch.cuda.is_available():
 
 import triton  # noqa: E402
 import triton.testing  # noqa: E402
+import kubellm.kernels.paged_attention as pa  # noqa: E402
 from kubellm.kernels.paged_attention import choose_num_kv_splits, paged_attention  # noqa: E402
 
 
@@ -149,6 +157,61 @@ def bench_prefill_case(batch, length, args, device):
                 speedup_vs_sdpa=sdpa_ms / ours_ms, max_abs_diff_vs_sdpa=max_diff)
 
 
+def prefill_inputs(batch, length, args, device):
+    inputs, _, _ = make_decode_case(batch, length, args.num_heads, args.num_kv_heads,
+                                    args.head_dim, args.block_size, torch.bfloat16, device)
+    gen = torch.Generator(device=device).manual_seed(1)
+    inputs.update(q=torch.randn(batch * length, args.num_heads, args.head_dim, generator=gen,
+                                device=device, dtype=torch.bfloat16),
+                  max_seqlen_q=length, cu_seqlens_q=torch.arange(
+                      0, batch * length + 1, length, dtype=torch.int32, device=device))
+    return inputs
+
+
+def warmup_choice(args, device) -> dict:
+    """The configs the autotuner keeps when its first prefill-shaped calls (64- and
+    128-row tiles) have no query tokens: the mixed-step graphs' warm-up metadata."""
+    chosen = {}
+    for max_query in (16, 2047):
+        inputs = prefill_inputs(4, 64, args, device)
+        inputs.update(max_seqlen_q=max_query, cu_seqlens_q=torch.zeros_like(
+            inputs["cu_seqlens_q"][:5]), block_tables=inputs["block_tables"][:4],
+            seq_lens=torch.ones_like(inputs["seq_lens"][:4]))
+        paged_attention(**inputs)
+        torch.cuda.synchronize()
+        chosen[max_query] = {str(k): str(v) for k, v in pa._paged_attention_kernel_tuned.cache.items()}
+    return chosen
+
+
+def prefill_tiles(args, device) -> dict:
+    cases = [tuple(int(x) for x in c.split("x")) for c in args.prefills.split(",") if c]
+    if not args.smoke:
+        cases += [(16, 128), (4, 512)]
+    tiles = pa.TILE_CONFIGS[:2] if args.smoke else pa.TILE_CONFIGS
+    result = {"warmup_choice": warmup_choice(args, device) if device.type == "cuda" else {},
+              "rows": []}
+    print("autotuner after zero-query warm-ups:", json.dumps(result["warmup_choice"]), flush=True)
+    for batch, length in cases:
+        inputs = prefill_inputs(batch, length, args, device)
+        out = torch.empty_like(inputs["q"])
+        row = {"batch": batch, "length": length, "us": {}}
+        for tile in tiles:
+            ms = graphed_median_ms(lambda: paged_attention(**inputs, out=out, config=tile),
+                                   device)
+            row["us"][str(tile)] = round(ms * 1e3, 2)
+        print(batch, "x", length, json.dumps(row["us"]), flush=True)
+        result["rows"].append(row)
+    logs = {}
+    for row in result["rows"]:
+        best = min(row["us"].values())
+        for key, us in row["us"].items():
+            logs.setdefault(key, []).append(us / best)
+    result["mean_time_over_best"] = {k: round(statistics.geometric_mean(v), 4)
+                                     for k, v in logs.items()}
+    print("geometric mean of time / best:", json.dumps(result["mean_time_over_best"]))
+    return result
+
+
 def print_prefill_table(results):
     print("causal prefill (no cached prefix):")
     print("| batch | length | ours us | sdpa us | vs sdpa | ours TFLOP/s | sdpa TFLOP/s | max|diff| |")
@@ -184,6 +247,8 @@ def main():
     parser.add_argument("--num-kv-heads", type=int, default=8)
     parser.add_argument("--head-dim", type=int, default=128)
     parser.add_argument("--block-size", type=int, default=16)
+    parser.add_argument("--prefill-tiles", action="store_true",
+                        help="time every tile config on the prefill cases (docstring)")
     args = parser.parse_args()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if args.smoke:
@@ -192,6 +257,13 @@ def main():
     elif device.type != "cuda":
         parser.error("no CUDA device: use --smoke for the CPU check")
 
+    if args.prefill_tiles:
+        result = prefill_tiles(args, device)
+        if args.out:
+            os.makedirs(args.out, exist_ok=True)
+            with open(os.path.join(args.out, "prefill_tiles.json"), "w") as f:
+                json.dump(result, f, indent=2)
+        return
     copy_bw = copy_bandwidth((1 << 20) if args.smoke else (4 << 30), device)
     results = []
     for batch in (int(b) for b in args.batches.split(",")):

@@ -109,3 +109,22 @@ def test_varlen_smoke_writes_figures(tmp_path):
 def varlen_outputs(seed):
     from benchmarks.gpu.varlen import lengths
     return lengths("chat", seed, smoke=True)[1]
+
+
+def test_paged_attention_bench_smoke_writes_figures(tmp_path):
+    run("benchmarks.kernels.bench_paged_attention", tmp_path=tmp_path)
+    result = json.loads((tmp_path / "bench_paged_attention.json").read_text())
+    assert [(r["batch"], r["context"]) for r in result["results"]] == [
+        (2, 40), (2, 100), (3, 40), (3, 100)]
+    assert [(r["batch"], r["length"]) for r in result["prefill_results"]] == [(2, 24)]
+    assert all(is_figure(r["ours_us"]) for r in result["results"] + result["prefill_results"])
+
+
+def test_prefill_tiles_smoke_writes_figures(tmp_path):
+    run("benchmarks.kernels.bench_paged_attention", "--prefill-tiles", tmp_path=tmp_path)
+    result = json.loads((tmp_path / "prefill_tiles.json").read_text())
+    assert [(r["batch"], r["length"]) for r in result["rows"]] == [(2, 24)]
+    assert set(result["rows"][0]["us"]) == {"(32, 4, 2)", "(64, 4, 2)"}
+    assert all(is_figure(us) for us in result["rows"][0]["us"].values())
+    assert min(result["mean_time_over_best"].values()) == 1.0   # the best is its own best
+    assert result["warmup_choice"] == {}   # the interpreter has no autotuner
