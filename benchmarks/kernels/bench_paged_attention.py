@@ -172,6 +172,7 @@ def warmup_choice(args, device) -> dict:
     """The configs the autotuner keeps when its first prefill-shaped calls (64- and
     128-row tiles) have no query tokens: the mixed-step graphs' warm-up metadata."""
     chosen = {}
+    fixed, pa.PREFILL_CONFIG = pa.PREFILL_CONFIG, None   # the launcher's tuner, as before
     for max_query in (16, 2047):
         inputs = prefill_inputs(4, 64, args, device)
         inputs.update(max_seqlen_q=max_query, cu_seqlens_q=torch.zeros_like(
@@ -179,7 +180,9 @@ def warmup_choice(args, device) -> dict:
             seq_lens=torch.ones_like(inputs["seq_lens"][:4]))
         paged_attention(**inputs)
         torch.cuda.synchronize()
-        chosen[max_query] = {str(k): str(v) for k, v in pa._paged_attention_kernel_tuned.cache.items()}
+        chosen[max_query] = {str(k): str(v)
+                             for k, v in pa._paged_attention_kernel_tuned.cache.items()}
+    pa.PREFILL_CONFIG = fixed
     return chosen
 
 

@@ -3,8 +3,8 @@ import pytest
 import torch
 
 from kubellm.kernels.paged_attention import (
-    DECODE_CONFIG, LONG_SPLIT_MIN_CHUNK, LONG_SPLITS, TOLERANCES, choose_kv_split,
-    choose_num_kv_splits, paged_attention, paged_attention_ref,
+    DECODE_CONFIG, LONG_SPLIT_MIN_CHUNK, LONG_SPLITS, PREFILL_CONFIG, TOLERANCES,
+    choose_kv_split, choose_num_kv_splits, paged_attention, paged_attention_ref,
 )
 import kubellm.kernels.paged_attention as pa_module
 
@@ -184,9 +184,10 @@ class _RecordingLaunch:
         return launch
 
 
-def test_decode_calls_launch_with_the_fixed_config(monkeypatch):
+def test_calls_launch_with_the_fixed_configs(monkeypatch):
     # the launcher's choice as compiled for CUDA (on CPU the interpreter fixes BLOCK_N):
-    # decode-only calls get DECODE_CONFIG and no autotuner; other calls the autotuner
+    # decode tiles get DECODE_CONFIG, prefill tiles PREFILL_CONFIG, never the autotuner --
+    # unless a benchmark sets them to None
     launches = []
 
     def kernel_for(kernel, device, tuned=None):
@@ -197,14 +198,16 @@ def test_decode_calls_launch_with_the_fixed_config(monkeypatch):
     decode = make_batch(q_lens=[1] * 3, seq_lens=[5, 40, 9])
     paged_attention(**decode, decode_only=True)
     paged_attention(**decode, num_kv_splits=4, min_kv_chunk=8, decode_only=True)
+    paged_attention(**decode)
     paged_attention(**make_batch(**MIXED))
-    block_n, warps, stages = DECODE_CONFIG
-    for launch in launches[:2]:
-        assert launch.tuned is None
-        assert (launch.kwargs["BLOCK_N"], launch.kwargs["num_warps"],
-                launch.kwargs["num_stages"]) == (block_n, warps, stages)
-    assert launches[2].tuned is pa_module._paged_attention_kernel_tuned
-    assert "BLOCK_N" not in launches[2].kwargs
+    tiles = [(launch.kwargs["BLOCK_N"], launch.kwargs["num_warps"],
+              launch.kwargs["num_stages"]) for launch in launches]
+    assert tiles == [DECODE_CONFIG] * 3 + [PREFILL_CONFIG]
+    assert all(launch.tuned is None for launch in launches)
+    monkeypatch.setattr(pa_module, "PREFILL_CONFIG", None)
+    paged_attention(**make_batch(**MIXED))
+    assert launches[-1].tuned is pa_module._paged_attention_kernel_tuned
+    assert "BLOCK_N" not in launches[-1].kwargs
 
 
 def test_strided_q_out_buffer_and_padding_rows_left_alone():

@@ -296,11 +296,17 @@ def _merge_splits_kernel(
 # (BLOCK_N, num_warps, num_stages): tile/pipeline shapes that won somewhere in H200 runs
 # (decode: 64/4/2; prefill: 32/4/2 or 64/4/3)
 TILE_CONFIGS = ((32, 4, 2), (64, 4, 2), (64, 4, 3), (64, 8, 3), (128, 8, 2))
-# Decode-only calls launch with this one instead of the autotuner's choice. The engine's
-# first decode calls are its CUDA-graph warm-ups, whose sequences hold one key each: a
-# tuner would choose on launch overhead alone (and its key, which holds the partial
-# buffers' dtype, handed a config tuned on one such call to every later split call).
+# Calls launch with one of these instead of the autotuner's choice: decode tiles (one
+# query row per sequence) DECODE_CONFIG, prefill tiles PREFILL_CONFIG. The engine's first
+# calls of each kind are its CUDA-graph warm-ups, whose sequences hold one key (decode)
+# or no query token (mixed steps): a tuner chose there on launch overhead alone, and its
+# key, which holds the partial buffers' dtype, handed a config tuned on one such call to
+# every later split call. H200 (s18): DECODE_CONFIG was the best of TILE_CONFIGS or
+# within 1-4% of it on every decode batch (call 59); PREFILL_CONFIG the best on every
+# causal prefill of 16 x 128 to 1 x 16,384 tokens, where the configs the zero-query
+# warm-ups left took 1.10-1.11x its time (call 61).
 DECODE_CONFIG = (64, 4, 2)
+PREFILL_CONFIG = (32, 4, 2)
 
 
 def _autotuned(kernel):
@@ -445,8 +451,9 @@ def paged_attention(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q,
     tokens past cu_seqlens_q[-1] hold unspecified values. On CUDA the first call for each
     (head dim, tile, group, splits) autotunes and each new split count compiles: run
     every batch size once eagerly before capturing it in a CUDA graph (the long split's
-    counts are allocated then too). `config` (BLOCK_N, num_warps, num_stages) replaces
-    the autotuner's choice (benchmarks); decode-only calls default to DECODE_CONFIG.
+    counts are allocated then too). `config` (BLOCK_N, num_warps, num_stages) overrides
+    the tile config (benchmarks): by default DECODE_CONFIG when `max_seqlen_q` is 1, else
+    PREFILL_CONFIG (either set to None: the autotuner's choice).
     """
     _check_inputs(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q, max_seqlen_q,
                   scale, out)
@@ -482,8 +489,8 @@ def paged_attention(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q,
     else:
         part_out = part_lse = out  # unused by the kernel
     interpreted = is_interpreted(_paged_attention_kernel)
-    if config is None and decode_only and not interpreted:
-        config = DECODE_CONFIG   # None (benchmarks' "autotune"): the autotuner's choice
+    if config is None and not interpreted:   # None (benchmarks' "autotune"): the tuner's
+        config = DECODE_CONFIG if max_seqlen_q == 1 else PREFILL_CONFIG
     kernel = kernel_for(_paged_attention_kernel, q.device,
                         tuned=None if config is not None else _paged_attention_kernel_tuned)
     grid = (num_seqs if decode_only else num_tokens // block_q + num_seqs, num_kv_heads,
