@@ -56,7 +56,8 @@ def main() -> int:
     long_split.apply(args.long_split)
     if not args.switches and not args.with_decode_config:
         ap.error("--with or --with-decode-config: what the second engine changes")
-    decode_config.parse(args.with_decode_config or "autotune")   # a bad text fails now
+    if args.with_decode_config:
+        decode_config.parse(args.with_decode_config)   # a bad text fails before any run
     if args.smoke:
         w.use_smoke_sizes()
     model_dir = write_config(w.SHAPE, Path(tempfile.mkdtemp()) / "model")

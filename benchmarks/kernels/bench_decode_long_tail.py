@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import random
 import sys
@@ -40,7 +39,7 @@ if "--smoke" in sys.argv and not torch.cuda.is_available():
 
 from benchmarks.gpu.varlen import lengths  # noqa: E402
 from benchmarks.kernels.bench_paged_attention import (  # noqa: E402
-    copy_bandwidth, graphed_median_ms,
+    copy_bandwidth, graphed_median_ms, time_over_best,
 )
 from kubellm.kernels.paged_attention import TILE_CONFIGS, paged_attention  # noqa: E402
 
@@ -144,17 +143,6 @@ def sweep_tiles(name, seq_lens, split_modes, tiles, args, device) -> dict:
     return row
 
 
-def tile_summary(rows: list[dict]) -> dict:
-    """Per key: the geometric mean over batches of its time against the batch's best."""
-    logs: dict[str, list[float]] = {}
-    for row in rows:
-        best = min(row["us"].values())
-        for key, us in row["us"].items():
-            logs.setdefault(key, []).append(math.log(us / best))
-    return {key: round(math.exp(sum(v) / len(v)), 4) for key, v in
-            sorted(logs.items(), key=lambda kv: sum(kv[1]))}
-
-
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
@@ -195,9 +183,9 @@ def main() -> int:
             rows.append(sweep_tiles(f"few_{batch}x{context}", [context] * batch, [None],
                                     tiles, args, device))
         result = {"device": device_name, "rows": rows,
-                  "long_batches": tile_summary([r for r in rows
+                  "long_batches": time_over_best([r for r in rows
                                                 if not r["case"].startswith("few_")]),
-                  "few_sequences": tile_summary([r for r in rows
+                  "few_sequences": time_over_best([r for r in rows
                                                  if r["case"].startswith("few_")])}
         print("geometric mean of time / best, long batches:", json.dumps(result["long_batches"]))
         print("few sequences (split-KV):", json.dumps(result["few_sequences"]))

@@ -134,15 +134,8 @@ def bench_case(batch, context, args, device, copy_bw):
 def bench_prefill_case(batch, length, args, device):
     """Causal prefill of `batch` fresh sequences of `length` tokens (all in one varlen
     batch) against SDPA is_causal on the same K/V contiguous: TFLOP/s of QK^T and PV."""
-    dtype = torch.bfloat16
-    inputs, k_contig, v_contig = make_decode_case(
-        batch, length, args.num_heads, args.num_kv_heads, args.head_dim, args.block_size,
-        dtype, device)
-    gen = torch.Generator(device=device).manual_seed(1)
-    q = torch.randn(batch * length, args.num_heads, args.head_dim, generator=gen, device=device,
-                    dtype=dtype)
-    inputs.update(q=q, max_seqlen_q=length, cu_seqlens_q=torch.arange(
-        0, batch * length + 1, length, dtype=torch.int32, device=device))
+    inputs, k_contig, v_contig = prefill_inputs(batch, length, args, device)
+    q = inputs["q"]
     q_sdpa = q.view(batch, length, args.num_heads, args.head_dim).transpose(1, 2)
     out = torch.empty_like(q)
     ours_ms = graphed_median_ms(lambda: paged_attention(**inputs, out=out), device)
@@ -158,14 +151,29 @@ def bench_prefill_case(batch, length, args, device):
 
 
 def prefill_inputs(batch, length, args, device):
-    inputs, _, _ = make_decode_case(batch, length, args.num_heads, args.num_kv_heads,
-                                    args.head_dim, args.block_size, torch.bfloat16, device)
+    """(paged_attention's arguments for ``batch`` fresh causal prefills of ``length``
+    tokens, K and V laid out contiguously for SDPA)."""
+    inputs, k_contig, v_contig = make_decode_case(
+        batch, length, args.num_heads, args.num_kv_heads, args.head_dim, args.block_size,
+        torch.bfloat16, device)
     gen = torch.Generator(device=device).manual_seed(1)
     inputs.update(q=torch.randn(batch * length, args.num_heads, args.head_dim, generator=gen,
                                 device=device, dtype=torch.bfloat16),
                   max_seqlen_q=length, cu_seqlens_q=torch.arange(
                       0, batch * length + 1, length, dtype=torch.int32, device=device))
-    return inputs
+    return inputs, k_contig, v_contig
+
+
+def time_over_best(rows: list[dict]) -> dict:
+    """Per key of the rows' ``us``: the geometric mean over rows of its time against the
+    row's best, fastest first."""
+    ratios: dict[str, list[float]] = {}
+    for row in rows:
+        best = min(row["us"].values())
+        for key, us in row["us"].items():
+            ratios.setdefault(key, []).append(us / best)
+    means = {key: statistics.geometric_mean(v) for key, v in ratios.items()}
+    return {key: round(mean, 4) for key, mean in sorted(means.items(), key=lambda kv: kv[1])}
 
 
 def warmup_choice(args, device) -> dict:
@@ -173,16 +181,18 @@ def warmup_choice(args, device) -> dict:
     128-row tiles) have no query tokens: the mixed-step graphs' warm-up metadata."""
     chosen = {}
     fixed, pa.PREFILL_CONFIG = pa.PREFILL_CONFIG, None   # the launcher's tuner, as before
-    for max_query in (16, 2047):
-        inputs = prefill_inputs(4, 64, args, device)
-        inputs.update(max_seqlen_q=max_query, cu_seqlens_q=torch.zeros_like(
-            inputs["cu_seqlens_q"][:5]), block_tables=inputs["block_tables"][:4],
-            seq_lens=torch.ones_like(inputs["seq_lens"][:4]))
-        paged_attention(**inputs)
-        torch.cuda.synchronize()
-        chosen[max_query] = {str(k): str(v)
-                             for k, v in pa._paged_attention_kernel_tuned.cache.items()}
-    pa.PREFILL_CONFIG = fixed
+    try:
+        for max_query in (16, 2047):
+            inputs, _, _ = prefill_inputs(4, 64, args, device)
+            inputs.update(max_seqlen_q=max_query, cu_seqlens_q=torch.zeros_like(
+                inputs["cu_seqlens_q"][:5]), block_tables=inputs["block_tables"][:4],
+                seq_lens=torch.ones_like(inputs["seq_lens"][:4]))
+            paged_attention(**inputs)
+            torch.cuda.synchronize()
+            chosen[max_query] = {str(k): str(v)
+                                 for k, v in pa._paged_attention_kernel_tuned.cache.items()}
+    finally:
+        pa.PREFILL_CONFIG = fixed
     return chosen
 
 
@@ -195,7 +205,7 @@ def prefill_tiles(args, device) -> dict:
               "rows": []}
     print("autotuner after zero-query warm-ups:", json.dumps(result["warmup_choice"]), flush=True)
     for batch, length in cases:
-        inputs = prefill_inputs(batch, length, args, device)
+        inputs, _, _ = prefill_inputs(batch, length, args, device)
         out = torch.empty_like(inputs["q"])
         row = {"batch": batch, "length": length, "us": {}}
         for tile in tiles:
@@ -204,13 +214,7 @@ def prefill_tiles(args, device) -> dict:
             row["us"][str(tile)] = round(ms * 1e3, 2)
         print(batch, "x", length, json.dumps(row["us"]), flush=True)
         result["rows"].append(row)
-    logs = {}
-    for row in result["rows"]:
-        best = min(row["us"].values())
-        for key, us in row["us"].items():
-            logs.setdefault(key, []).append(us / best)
-    result["mean_time_over_best"] = {k: round(statistics.geometric_mean(v), 4)
-                                     for k, v in logs.items()}
+    result["mean_time_over_best"] = time_over_best(result["rows"])
     print("geometric mean of time / best:", json.dumps(result["mean_time_over_best"]))
     return result
 
