@@ -310,8 +310,9 @@ PREFILL_CONFIG = (32, 4, 2)
 
 
 def _autotuned(kernel):
-    # Tuned once per (head dim, tile rows, group, dtypes): the split count is left out of
-    # the key so that capturing graphs for many batch sizes does not retune.
+    # Only where DECODE_CONFIG or PREFILL_CONFIG is None (benchmarks' "autotune"). Tuned
+    # once per (head dim, tile rows, group, dtypes): the split count is left out of the
+    # key so that capturing graphs for many batch sizes does not retune.
     configs = [triton.Config({"BLOCK_N": n}, num_warps=w, num_stages=s)
                for n, w, s in TILE_CONFIGS]
     return triton.autotune(configs=configs, key=["HEAD_DIM", "BLOCK_M", "GROUP"])(kernel)
@@ -448,10 +449,9 @@ def paged_attention(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q,
     `choose_kv_split` decide, with `long_split` as it says. `decode_only` is the caller's
     word that no sequence has more than one query token (max_seqlen_q must be 1): each
     sequence's programs then find it without searching cu_seqlens_q. Rows of `out` for
-    tokens past cu_seqlens_q[-1] hold unspecified values. On CUDA the first call for each
-    (head dim, tile, group, splits) autotunes and each new split count compiles: run
-    every batch size once eagerly before capturing it in a CUDA graph (the long split's
-    counts are allocated then too). `config` (BLOCK_N, num_warps, num_stages) overrides
+    tokens past cu_seqlens_q[-1] hold unspecified values. On CUDA each new split count
+    compiles: run every batch size once eagerly before capturing it in a CUDA graph (the
+    long split's counts are allocated then too). `config` (BLOCK_N, num_warps, num_stages) overrides
     the tile config (benchmarks): by default DECODE_CONFIG when `max_seqlen_q` is 1, else
     PREFILL_CONFIG (either set to None: the autotuner's choice).
     """
@@ -511,7 +511,7 @@ def paged_attention(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q,
         if not interpreted:
             kwargs.update(num_warps=config[1], num_stages=config[2])
     elif interpreted:
-        kwargs["BLOCK_N"] = 16  # the autotuner's choice on CUDA; small keeps CPU tests fast
+        kwargs["BLOCK_N"] = 16  # CUDA takes the configs above; small keeps CPU tests fast
     kernel[grid](
         q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q, out, part_out, part_lse,
         counts, num_seqs, float(scale) * _LOG2E,
