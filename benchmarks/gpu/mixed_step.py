@@ -9,6 +9,8 @@ events), then profiles one arrival with the torch profiler and prints the kernel
 device time, for the mixed step and for a decode step:
 
     python -m benchmarks.gpu.mixed_step --out DIR [--kernel-switches prefill_attention=off]
+    python -m benchmarks.gpu.mixed_step --decodes 160 --context 800 --prompts 12 \
+        --prompt 700 --max-model-len 4096 --out DIR  # a chat-like step: 8k batched tokens
     python -m benchmarks.gpu.mixed_step --smoke --out DIR     # tiny shape on the CPU
 """
 from __future__ import annotations
@@ -29,13 +31,16 @@ def sync() -> None:
         torch.cuda.synchronize()
 
 
-def timed_arrival(engine, prompt, params, request_id: str, steps: int) -> dict:
-    """Add ``prompt``, then run ``steps`` steps: each step's engine.step() wall ms, and
-    the device ms of each step the runner launched (CUDA events; empty on the CPU)."""
+def timed_arrival(engine, prompts, params, request_id: str, steps: int) -> dict:
+    """Add ``prompts`` (together), then run ``steps`` steps: each step's engine.step()
+    wall ms, and the device ms of each step the runner launched (CUDA events; empty on
+    the CPU)."""
     runner = engine.executor   # one process: the model runner (steady.device_idle)
     runner.trace_device(True)
     sync()
-    engine.add_request(request_id, prompt, params)
+    for i, prompt in enumerate(prompts):
+        engine.add_request(f"{request_id}.{i}", prompt, params)
+    requests = len(engine.output.groups)
     walls = []
     for _ in range(steps):
         start = time.perf_counter()
@@ -44,10 +49,10 @@ def timed_arrival(engine, prompt, params, request_id: str, steps: int) -> dict:
     sync()
     device = [round(a.elapsed_time(b), 3) for a, b in runner.device_trace or []]
     runner.trace_device(False)
-    return {"step_wall_ms": walls, "step_device_ms": device}
+    return {"requests": requests, "step_wall_ms": walls, "step_device_ms": device}
 
 
-def host_profile(engine, prompt, params, top: int) -> str:
+def host_profile(engine, prompts, params, top: int) -> str:
     """cProfile of the step a new prompt joins (synchronised at its end): where the host
     spends a mixed step's wall time when the device waits for it."""
     import cProfile
@@ -56,7 +61,8 @@ def host_profile(engine, prompt, params, top: int) -> str:
     for _ in range(4):
         engine.step()
     sync()
-    engine.add_request("cprofiled", prompt, params)
+    for i, prompt in enumerate(prompts):
+        engine.add_request(f"cprofiled.{i}", prompt, params)
     prof = cProfile.Profile()
     prof.enable()
     engine.step()
@@ -79,7 +85,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--layers", type=int, default=32)
     ap.add_argument("--decodes", type=int, default=20)
     ap.add_argument("--context", type=int, default=512)
-    ap.add_argument("--prompt", type=int, default=512)
+    ap.add_argument("--prompt", type=int, default=512, help="tokens of each new prompt")
+    ap.add_argument("--prompts", type=int, default=1,
+                    help="new prompts arriving together (the step takes what fits the "
+                         "batched-token budget, 8,192)")
+    ap.add_argument("--max-model-len", type=int, default=2048)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--kernel-switches", default="")
     ap.add_argument("--top", type=int, default=20, help="kernels the profile tables list")
@@ -102,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     small = SMOKE_LLAMA if args.smoke else {}
     model_dir = write_config(LLAMA3_8B, Path(tempfile.mkdtemp()) / "m",
                              num_hidden_layers=args.layers, **small)
-    llm = LLM(model_dir, load_format="dummy", skip_tokenizer_init=True, max_model_len=2048,
+    llm = LLM(model_dir, load_format="dummy", skip_tokenizer_init=True,
+              max_model_len=args.max_model_len,
               max_num_seqs=256, max_num_batched_tokens=8192,
               kernel_switches=args.kernel_switches)
     engine = llm.engine
@@ -111,6 +122,9 @@ def main(argv: list[str] | None = None) -> int:
 
     def prompt(n: int) -> list[int]:
         return [rng.randrange(16, vocab - 16) for _ in range(n)]
+
+    def arrivals() -> list[list[int]]:
+        return [prompt(args.prompt) for _ in range(args.prompts)]
     params = SamplingParams(temperature=0, max_tokens=1500, ignore_eos=True,
                             detokenize=False)
     fill_until_decoding(engine, {f"d{i}": prompt(args.context) for i in range(args.decodes)},
@@ -123,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(4):   # decode steps between arrivals
             engine.step()
         row = {"arrival": k, "switches": args.kernel_switches,
-               **timed_arrival(engine, prompt(args.prompt), params, f"new{k}", 4)}
+               **timed_arrival(engine, arrivals(), params, f"new{k}", 4)}
         rows.append(row)
         print(json.dumps(row), flush=True)
     later = rows[1:] or rows   # the first arrival also pays one-off costs
@@ -136,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
             r["step_device_ms"][-1] for r in later)
     print("summary", json.dumps(summary), flush=True)
     if args.cprofile:
-        print(host_profile(engine, prompt(args.prompt), params, args.cprofile), flush=True)
+        print(host_profile(engine, arrivals(), params, args.cprofile), flush=True)
     activities = [ProfilerActivity.CPU] + \
         ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
     for name, add in (("decode", False), ("mixed", True)):
@@ -145,7 +159,8 @@ def main(argv: list[str] | None = None) -> int:
         sync()
         with profile(activities=activities) as prof:
             if add:
-                engine.add_request("profiled", prompt(args.prompt), params)
+                for i, tokens in enumerate(arrivals()):
+                    engine.add_request(f"profiled.{i}", tokens, params)
             for _ in range(2):
                 engine.step()
             sync()
@@ -154,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"--- {name} step (+ the next), by device time ---\n{table}", flush=True)
     (out / "mixed_step.json").write_text(json.dumps(
         {"summary": summary, "layers": args.layers, "decodes": args.decodes, "context": args.context,
-         "prompt": args.prompt, "rows": rows}, indent=1))
+         "prompt": args.prompt, "prompts": args.prompts, "rows": rows}, indent=1))
     return 0
 
 

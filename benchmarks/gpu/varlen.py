@@ -34,7 +34,7 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.common import decode_config, long_split
+from benchmarks.common import long_split, tile_config
 from benchmarks.common.ceilings import measure_ceilings
 from benchmarks.common.limits import workload_limit
 from benchmarks.common.shapes import LLAMA3_8B, SHAPES, write_config
@@ -177,14 +177,16 @@ def main() -> int:
     ap.add_argument("--with-switches", default="",
                     help="kernel switches (--kernel-switches text): one more engine with "
                          "them over the defaults, on the same seeds, right after the defaults")
-    ap.add_argument("--with-decode-config", default="", help=decode_config.HELP +
+    ap.add_argument("--with-decode-config", default="", help=tile_config.DECODE_HELP +
                     " (on the same seeds, after the defaults)")
+    ap.add_argument("--with-prefill-config", default="", help=tile_config.PREFILL_HELP +
+                    " (the same engine as --with-decode-config's)")
     ap.add_argument("--smoke", action="store_true", help="tiny shape and lengths on the CPU")
     ap.add_argument("--long-split", default="", help=long_split.HELP)
     args = ap.parse_args()
     long_split.apply(args.long_split)
-    if args.with_decode_config:
-        decode_config.parse(args.with_decode_config)   # a bad text fails before any run
+    tiles = {"decode": args.with_decode_config, "prefill": args.with_prefill_config}
+    tile_config.check(**tiles)   # a bad text fails before any run
     smoke = args.smoke
     device, dtype = ("cpu", torch.float32) if smoke else ("cuda", torch.bfloat16)
     shape = SMOKE_SHAPE if smoke else SHAPES[args.shape]
@@ -202,17 +204,17 @@ def main() -> int:
                         for p, o in zip(p_lens, o_lens))
     max_model_len = 1 << (max_model_len - 1).bit_length()
     model_dir = write_config(shape, Path(tempfile.mkdtemp()) / "model")
-    engines = [("hardware_aware_defaults", {}, seeds, "")]
+    engines = [("hardware_aware_defaults", {}, seeds, {})]
     if args.with_switches:
         engines.append((f"with_switches:{args.with_switches}",
-                        {"kernel_switches": args.with_switches}, seeds, ""))
-    if args.with_decode_config:
-        engines.append((f"with_decode_config:{args.with_decode_config}", {}, seeds,
-                        args.with_decode_config))
+                        {"kernel_switches": args.with_switches}, seeds, {}))
+    if any(tiles.values()):
+        engines.append((f"with_tile_config:{tile_config.describe(**tiles)}", {}, seeds,
+                        tiles))
     if not args.skip_old_defaults:
-        engines.append(("previous_fixed_defaults", OLD_DEFAULTS, seeds[:1], ""))
-    for name, fields, run_seeds, tiles in engines:
-        with decode_config.active(tiles):
+        engines.append(("previous_fixed_defaults", OLD_DEFAULTS, seeds[:1], {}))
+    for name, fields, run_seeds, engine_tiles in engines:
+        with tile_config.active(**engine_tiles):
             run_seeds_on_engine(name, fields, run_seeds, args, cases, result, shape, device,
                                 dtype, max_model_len, model_dir)
     ours = [r["fraction_of_limit"] for r in result["runs"]

@@ -8,6 +8,7 @@ same run).
 
     python -m benchmarks.gpu.w_switches --with decode_long_split --out DIR
     python -m benchmarks.gpu.w_switches --with-decode-config autotune --out DIR
+    python -m benchmarks.gpu.w_switches --with-prefill-config autotune --out DIR
     python -m benchmarks.gpu.w_switches --with decode_long_split --smoke --out DIR   # CPU
 """
 from __future__ import annotations
@@ -21,19 +22,21 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.common import decode_config, long_split
+from benchmarks.common import long_split, tile_config
 from benchmarks.common.shapes import write_config
 from benchmarks.gpu import workload_w as w
 
 
-def run_engine(model_dir, switches: str | None, repeats: int, tiles: str = "") -> dict:
+def run_engine(model_dir, switches: str | None, repeats: int,
+               tiles: dict | None = None) -> dict:
     overrides = {"kernel_switches": switches} if switches else {}
-    with decode_config.active(tiles):
+    tiles = tiles or {}
+    with tile_config.active(**tiles):
         llm, startup = w.make_llm(model_dir, **overrides)
         rates = [w.run_ours(llm, w.workload(seed=200 + i))["output_tok_s"]
                  for i in range(repeats)]
     row = {"kernel_switches": llm.engine.executor.switches.describe(),
-           "decode_config": tiles or "default", "startup_s": round(startup, 1),
+           "tile_config": tile_config.describe(**tiles), "startup_s": round(startup, 1),
            "output_tok_s": rates, "best": max(rates)}
     del llm
     if torch.cuda.is_available():
@@ -47,38 +50,41 @@ def main() -> int:
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--with", dest="switches", default="",
                     help="kernel switches (--kernel-switches text) of the second engine")
-    ap.add_argument("--with-decode-config", default="", help=decode_config.HELP + " (the "
-                    "second engine)")
+    ap.add_argument("--with-decode-config", default="", help=tile_config.DECODE_HELP +
+                    " (the second engine)")
+    ap.add_argument("--with-prefill-config", default="", help=tile_config.PREFILL_HELP +
+                    " (the second engine)")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--smoke", action="store_true", help="tiny shape and workload on the CPU")
     ap.add_argument("--long-split", default="", help=long_split.HELP)
     args = ap.parse_args()
     long_split.apply(args.long_split)
-    if not args.switches and not args.with_decode_config:
-        ap.error("--with or --with-decode-config: what the second engine changes")
-    if args.with_decode_config:
-        decode_config.parse(args.with_decode_config)   # a bad text fails before any run
+    tiles = {"decode": args.with_decode_config, "prefill": args.with_prefill_config}
+    if not args.switches and not any(tiles.values()):
+        ap.error("--with, --with-decode-config or --with-prefill-config: what the second "
+                 "engine changes")
+    tile_config.check(**tiles)   # a bad text fails before any run
     if args.smoke:
         w.use_smoke_sizes()
     model_dir = write_config(w.SHAPE, Path(tempfile.mkdtemp()) / "model")
     ceilings = w.measure_ceilings()
     limit = w.limit_estimate(w.workload(), ceilings)   # every seed has W's lengths
     off = run_engine(model_dir, None, args.repeats)
-    on = run_engine(model_dir, args.switches, args.repeats, args.with_decode_config)
+    on = run_engine(model_dir, args.switches, args.repeats, tiles)
     for row in (off, on):
         row["fraction_of_limit"] = round(row["best"] / limit["limit_output_tok_s"], 3)
         row["fraction_of_strict_limit"] = round(
             row["best"] / limit["strict_limit_output_tok_s"], 3)
     result = {"device": torch.cuda.get_device_name() if w.DEVICE == "cuda" else "cpu",
-              "with": args.switches, "with_decode_config": args.with_decode_config or None,
+              "with": args.switches, "with_tile_config": tile_config.describe(**tiles),
               "long_split": args.long_split or None,
               "ceilings": ceilings, "limit": limit, "defaults": off, "with_switches": on,
               "on_over_off": round(on["best"] / off["best"], 3)}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "w_switches.json").write_text(json.dumps(result, indent=1))
-    changed = " ".join(filter(None, [args.switches, args.with_decode_config and
-                                     f"decode config {args.with_decode_config}"]))
+    changed = " ".join(filter(None, [args.switches, any(tiles.values()) and
+                                     f"tile config {tile_config.describe(**tiles)}"]))
     print(f"W with {changed} over the defaults: {result['on_over_off']} "
           f"({on['best']} against {off['best']} output tok/s; of the strict limit "
           f"{on['fraction_of_strict_limit']} against {off['fraction_of_strict_limit']})")

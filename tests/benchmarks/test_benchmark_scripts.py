@@ -46,10 +46,12 @@ def test_workload_w_switch_ab_runs_both_states_twice(tmp_path):
 
 def test_mixed_step_smoke_times_arrivals_and_profiles_both_steps(tmp_path):
     run_module("benchmarks.gpu.mixed_step", "--smoke", "--layers", 1, "--decodes", 3,
-               "--context", 16, "--prompt", 24, "--repeats", 2, "--top", 5,
-               "--out", tmp_path)
+               "--context", 16, "--prompt", 24, "--prompts", 2, "--repeats", 2,
+               "--top", 5, "--max-model-len", 4096, "--out", tmp_path)
     result = json.loads((tmp_path / "mixed_step.json").read_text())
     assert [r["arrival"] for r in result["rows"]] == [0, 1]
+    # each arrival adds both prompts beside the 3 decodes (and the first arrival's 2)
+    assert [r["requests"] for r in result["rows"]] == [5, 7]
     for row in result["rows"]:
         assert len(row["step_wall_ms"]) == 4 and all(map(is_figure, row["step_wall_ms"]))
         assert row["step_device_ms"] == []   # CUDA events only on a GPU
@@ -62,8 +64,8 @@ def test_w_switches_smoke_runs_both_engines(tmp_path):
                "--with-decode-config", "32,4,2", "--repeats", "1", "--out", tmp_path)
     result = json.loads((tmp_path / "w_switches.json").read_text())
     assert "decode_long_split=off" in result["defaults"]["kernel_switches"]
-    assert result["defaults"]["decode_config"] == "default"
-    assert result["with_switches"]["decode_config"] == "32,4,2"
+    assert result["defaults"]["tile_config"] == "default"
+    assert result["with_switches"]["tile_config"] == "decode 32,4,2"
     assert "decode_long_split=on" in result["with_switches"]["kernel_switches"]
     for engine in ("defaults", "with_switches"):
         assert len(result[engine]["output_tok_s"]) == 1 and is_figure(result[engine]["best"])
@@ -71,16 +73,28 @@ def test_w_switches_smoke_runs_both_engines(tmp_path):
     assert is_figure(result["on_over_off"])
 
 
-def test_decode_config_option_sets_the_kernel_default_inside_its_block():
-    from benchmarks.common import decode_config
+def test_tile_config_options_set_the_kernel_defaults_inside_their_block():
+    from benchmarks.common import tile_config
     from kubellm.kernels import paged_attention
-    before = paged_attention.DECODE_CONFIG
-    with decode_config.active("autotune"):
+    before = paged_attention.DECODE_CONFIG, paged_attention.PREFILL_CONFIG
+    with tile_config.active(decode="autotune"):
         assert paged_attention.DECODE_CONFIG is None
-    with decode_config.active("32,4,2"):
+        assert paged_attention.PREFILL_CONFIG == before[1]
+    with tile_config.active(decode="32,4,2", prefill="autotune"):
         assert paged_attention.DECODE_CONFIG == (32, 4, 2)
-    with decode_config.active(""):
-        assert paged_attention.DECODE_CONFIG == before
-    assert paged_attention.DECODE_CONFIG == before
+        assert paged_attention.PREFILL_CONFIG is None
+    with tile_config.active(prefill="64,8,3"):
+        assert paged_attention.DECODE_CONFIG == before[0]
+        assert paged_attention.PREFILL_CONFIG == (64, 8, 3)
+    with tile_config.active():
+        assert (paged_attention.DECODE_CONFIG, paged_attention.PREFILL_CONFIG) == before
+    with pytest.raises(RuntimeError), tile_config.active(prefill="autotune"):
+        raise RuntimeError("a failed run inside the block")
+    assert (paged_attention.DECODE_CONFIG, paged_attention.PREFILL_CONFIG) == before
+    assert tile_config.describe(decode="32,4,2", prefill="autotune") == \
+        "decode 32,4,2 prefill autotune"
+    assert tile_config.describe() == "default"
     with pytest.raises(SystemExit, match="want \"autotune\" or BLOCK_N,WARPS,STAGES"):
-        decode_config.parse("64,4")
+        tile_config.parse("64,4")
+    with pytest.raises(SystemExit, match="--with-prefill-config '64,x,2'"):
+        tile_config.check(decode="64,4,2", prefill="64,x,2")
