@@ -129,3 +129,16 @@ def test_prefill_tiles_smoke_writes_figures(tmp_path):
     assert all(is_figure(us) for us in result["rows"][0]["us"].values())
     assert min(result["mean_time_over_best"].values()) == 1.0   # the best is its own best
     assert result["warmup_choice"] == {}   # the interpreter has no autotuner
+
+
+def test_dense_gemm_bench_smoke_writes_figures(tmp_path):
+    run("benchmarks.kernels.bench_dense_gemm", tmp_path=tmp_path)
+    result = json.loads((tmp_path / "dense_gemm.json").read_text())
+    assert [(r["gemm"], r["m"]) for r in result["rows"]] == [
+        ("qkv", 3), ("qkv", 20), ("down", 3), ("down", 20)]
+    for row in result["rows"]:
+        assert set(row["us"]) == {"cublas", "triton_16_16_32_1_4_2", "triton_16_16_32_2_4_2"}
+        assert all(is_figure(us) for us in row["us"].values())
+        # each kernel checked against F.linear before it was timed (fp32 on the CPU)
+        assert max(row["max_abs_diff"].values()) < 1e-4
+        assert row["best_triton"] in row["us"] and is_figure(row["best_triton_over_cublas"])

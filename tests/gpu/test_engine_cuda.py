@@ -1,7 +1,13 @@
 """The engine on a CUDA GPU in bf16 (run on the H200 by benchmarks/gpu/run_all.sh).
 
 Correctness rule (bf16 makes exact equality too strict): up to the first divergence,
-each generated token lies within the other side's top-5 logprobs."""
+each generated token lies within the other side's top-5 logprobs. A prompt that breaks it
+still passes when transformers, reading our tokens teacher-forced, puts every one of them
+within NEAR_TIE_STD of its best logit: two nearly tied logits that bf16 summation order
+flipped, after which the texts part. A wrong result's token sits where a random token
+does, ~4-5 std below the best (agreement.teacher_forced_gaps). Why: the long-split test's
+40 prompts over a 128,256-token vocabulary broke the top-5 rule on one token in one of two
+H200 runs of the same code (s18 calls 61-62)."""
 from __future__ import annotations
 
 import random
@@ -17,6 +23,7 @@ if not torch.cuda.is_available():
     pytest.skip(reason="needs a CUDA GPU", allow_module_level=True)
 
 MAX_TOKENS = 16
+NEAR_TIE_STD = 1.0
 
 
 def _random_checkpoint(shape, tmp_path, layers=4):
@@ -121,7 +128,7 @@ def _assert_top5_agreement(make_llm, path, hf, num_prompts=12, prompt_lens=(5, 3
     assert llm.engine.executor.dtype == torch.bfloat16
     outs = llm.generate(prompts, SamplingParams(temperature=0, max_tokens=MAX_TOKENS,
                                                 ignore_eos=True, logprobs=5))
-    failures = []
+    failures, near_ties = [], []
     for p, o in zip(prompts, outs):
         gen = hf.generate(torch.tensor([p], device="cuda"), do_sample=False,
                           max_new_tokens=MAX_TOKENS, min_new_tokens=MAX_TOKENS,
@@ -130,11 +137,13 @@ def _assert_top5_agreement(make_llm, path, hf, num_prompts=12, prompt_lens=(5, 3
         ref_top5 = [set(torch.topk(s[0].float(), 5).indices.tolist()) for s in gen.scores]
         msg = first_disagreement(o.outputs[0].token_ids, o.outputs[0].logprobs, ref, ref_top5,
                                  names=("ours", "transformers"))
-        if msg:   # how far our tokens sit below transformers' best, read teacher-forced:
-            # a fraction of a std is two nearly tied logits; a wrong model's ~4-5
-            gaps = teacher_forced_gaps(hf, p, o.outputs[0].token_ids, "cuda")
-            failures.append(f"{msg} (teacher-forced gaps of ours' tokens, std: "
-                            f"{[round(g, 3) for g in gaps.tolist()]})")
+        if msg:   # how far our tokens sit below transformers' best, read teacher-forced
+            gaps = teacher_forced_gaps(hf, p, o.outputs[0].token_ids, "cuda").tolist()
+            report = (f"{msg} (teacher-forced gaps of ours' tokens, std: "
+                      f"{[round(g, 3) for g in gaps]})")
+            (near_ties if max(gaps) <= NEAR_TIE_STD else failures).append(report)
+    if near_ties:
+        print("top-5 rule broken at near ties only:", near_ties)
     assert not failures, failures
 
 

@@ -94,7 +94,8 @@ def test_w4a16_decode_gemm_in_cuda_graphs_leaves_its_workspace_zero():
     with torch.cuda.graph(graph):
         outs = {m: gemm.w4a16_gemm(x, **w) for m, x in xs.items()}
     from kubellm.kernels import split_k
-    ws, counts = split_k._WORKSPACES[(torch.device("cuda", torch.cuda.current_device()), n)]
+    ws, counts = split_k._WORKSPACES[(torch.device("cuda", torch.cuda.current_device()), n,
+                                     split_k.MAX_M)]
     for _ in range(3):
         for x in xs.values():
             x.normal_()

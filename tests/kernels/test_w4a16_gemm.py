@@ -279,8 +279,8 @@ def workspaces(monkeypatch):
 
 def assert_workspaces_clean(registry, device="cpu"):
     assert registry, "the decode call used no workspace"
-    for (dev, n), (ws, counts) in registry.items():
-        assert dev == torch.device(device) and ws.shape == (64, n)
+    for (dev, n, rows), (ws, counts) in registry.items():
+        assert dev == torch.device(device) and rows == 64 and ws.shape == (64, n)
         assert not ws.any() and not counts.any(), f"N={n}: workspace or counts left non-zero"
 
 
@@ -299,13 +299,13 @@ def test_calls_of_other_shapes_reuse_the_workspace(workspaces):
     leaves the first in place (a buffer a CUDA graph captured must never be replaced)."""
     first, _ = make_weight(128, 80, group_size=32)
     check(3, first, torch.float32)
-    ws, counts = workspaces[(torch.device("cpu"), 80)]
+    ws, counts = workspaces[(torch.device("cpu"), 80, 64)]
     check(17, make_weight(96, 80, group_size=32, seed=1)[0], torch.bfloat16)
     check(64, make_weight(64, 48, group_size=16, seed=2)[0], torch.float16)
     check(2, first, torch.float32)
-    assert set(workspaces) == {(torch.device("cpu"), 80), (torch.device("cpu"), 48)}
-    assert workspaces[(torch.device("cpu"), 80)][0] is ws
-    assert workspaces[(torch.device("cpu"), 80)][1] is counts
+    assert set(workspaces) == {(torch.device("cpu"), 80, 64), (torch.device("cpu"), 48, 64)}
+    assert workspaces[(torch.device("cpu"), 80, 64)][0] is ws
+    assert workspaces[(torch.device("cpu"), 80, 64)][1] is counts
     assert_workspaces_clean(workspaces)
 
 
@@ -317,7 +317,7 @@ def test_no_workspace_is_allocated_during_graph_capture(workspaces, monkeypatch)
     check(4, weight, torch.float32)                       # "captured": reuses it
     with pytest.raises(RuntimeError, match="N=40 .* during CUDA graph capture"):
         w4a16_gemm(torch.randn(1, 64), **make_weight(64, 40, group_size=16)[0])
-    assert set(workspaces) == {(torch.device("cpu"), 48)}
+    assert set(workspaces) == {(torch.device("cpu"), 48, 64)}
 
 
 def test_gemv_refuses_more_rows_than_it_takes():

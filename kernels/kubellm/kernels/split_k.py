@@ -46,7 +46,7 @@ def sum_splits(part, out_at, ws_at, mask, count_at, num_splits):
 # what every later size and its graph capture need. Llama-3-8B: N = 6144, 4096, 28672,
 # 10 MB (a 4-bit lm_head adds 33 MB). Calls on one device must not overlap (one stream):
 # two at once with the same N would share a workspace.
-_WORKSPACES: dict[tuple[torch.device, int], tuple[torch.Tensor, torch.Tensor]] = {}
+_WORKSPACES: dict[tuple[torch.device, int, int], tuple[torch.Tensor, torch.Tensor]] = {}
 _MIN_TILE = 16   # the smallest BLOCK_M and BLOCK_N of any config: sizes the counts
 
 
@@ -54,19 +54,21 @@ def _is_capturing(device: torch.device) -> bool:
     return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
 
 
-def workspace(device: torch.device, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The (sums [MAX_M, n] fp32, counts int32) of split-K calls with N=n."""
-    ws = _WORKSPACES.get((device, n))
+def workspace(device: torch.device, n: int,
+              rows: int = MAX_M) -> tuple[torch.Tensor, torch.Tensor]:
+    """The (sums [rows, n] fp32, counts int32) of split-K calls with N=n and at most
+    ``rows`` rows (dense_gemm's decode calls take more than the W4A16 kernels' MAX_M)."""
+    ws = _WORKSPACES.get((device, n, rows))
     if ws is None:
         if _is_capturing(device):   # an allocation here would belong to the graph's pool
             raise RuntimeError(
                 f"split-K: first call with N={n} on {device} during CUDA graph "
                 "capture; its split-K workspace must be allocated by an eager call first "
                 "(run the same shapes once before capturing)")
-        tiles = triton.cdiv(MAX_M, _MIN_TILE) * triton.cdiv(n, _MIN_TILE)
-        ws = (torch.zeros((MAX_M, n), dtype=torch.float32, device=device),
+        tiles = triton.cdiv(rows, _MIN_TILE) * triton.cdiv(n, _MIN_TILE)
+        ws = (torch.zeros((rows, n), dtype=torch.float32, device=device),
               torch.zeros(tiles, dtype=torch.int32, device=device))
-        _WORKSPACES[(device, n)] = ws
+        _WORKSPACES[(device, n, rows)] = ws
     return ws
 
 
