@@ -21,6 +21,13 @@ DECODE_CONFIG, the decode calls' fixed config, is chosen from.
 
     python -m benchmarks.kernels.bench_decode_long_tail --out DIR
     python -m benchmarks.kernels.bench_decode_long_tail --tiles --out DIR
+    python -m benchmarks.kernels.bench_decode_long_tail --few --out DIR
+
+With ``--few`` it times split-KV's batches of few sequences (1-16 sequences, 128-4,096
+keys; the batch-1 decode of issue 20's ITL target among them) at the split count the
+kernel chooses, with the fewest keys per split (min_kv_chunk) 0 (as the kernel runs
+them: the keys cut evenly over every split, so a 512-key sequence at 32 splits is 8
+one-tile programs and an 8-part merge), 128, 256 and 512, against the unsplit kernel.
     python -m benchmarks.kernels.bench_decode_long_tail --smoke [--tiles] --out DIR  # CPU
 """
 from __future__ import annotations
@@ -41,7 +48,9 @@ from benchmarks.gpu.varlen import lengths  # noqa: E402
 from benchmarks.kernels.bench_paged_attention import (  # noqa: E402
     copy_bandwidth, graphed_median_ms, time_over_best,
 )
-from kubellm.kernels.paged_attention import TILE_CONFIGS, paged_attention  # noqa: E402
+from kubellm.kernels.paged_attention import (  # noqa: E402
+    TILE_CONFIGS, choose_num_kv_splits, paged_attention,
+)
 
 CHAT_STEPS = (0, 120, 300, 480, 720)
 UNIFORM = ((64, 4096), (256, 4096), (64, 16384))
@@ -49,6 +58,10 @@ UNIFORM = ((64, 4096), (256, 4096), (64, 16384))
 CONFIGS = ((1, 0), (4, 512), (4, 1024), (8, 512), (8, 1024), (8, 2048), (16, 1024))
 SMOKE_CONFIGS = ((1, 0), (4, 8))
 FEW_SEQUENCES = ((1, 512), (4, 512), (16, 512), (1, 4096), (4, 4096), (16, 4096))
+# --few: split-KV's batches, the shortest contexts first (where every split holds a tile)
+FEW_CHUNKS = ((1, 128), (1, 512), (1, 1024), (1, 2048), (4, 512), (16, 512), (1, 4096),
+              (4, 4096), (16, 4096))
+MIN_CHUNKS = (0, 128, 256, 512)
 
 
 def chat_step(t: int, smoke: bool) -> list[int]:
@@ -153,6 +166,8 @@ def main() -> int:
     ap.add_argument("--block-size", type=int, default=16)
     ap.add_argument("--tiles", action="store_true",
                     help="time every tile config (see the module's docstring)")
+    ap.add_argument("--few", action="store_true",
+                    help="split-KV's few-sequence batches at several min_kv_chunk values")
     ap.add_argument("--tile-splits", default="4,1024;8,1024",
                     help="the long split's (S,C) pairs beside the unsplit kernel (--tiles)")
     args = ap.parse_args()
@@ -171,6 +186,19 @@ def main() -> int:
     device_name = torch.cuda.get_device_name() if device.type == "cuda" else "cpu"
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.few:
+        rows = []
+        for batch, context in FEW_CHUNKS if not args.smoke else ((1, 24), (2, 40)):
+            # the split count the kernel chooses here (a power of two; 8 on the CPU,
+            # where the kernel itself never splits)
+            splits = choose_num_kv_splits(batch, args.kv_heads, 1, device) \
+                if device.type == "cuda" else 8
+            chunks = MIN_CHUNKS if not args.smoke else (0, 8, 16)
+            rows.append(bench(f"few_{batch}x{context}", [context] * batch,
+                              [(1, 0)] + [(splits, c) for c in chunks], args, device, copy_bw))
+        result = {"device": device_name, "copy_bytes_per_s": copy_bw, "cases": rows}
+        (out / "bench_decode_few.json").write_text(json.dumps(result, indent=1))
+        return 0
     if args.tiles:
         long_modes = [tuple(int(v) for v in pair.split(","))
                       for pair in args.tile_splits.split(";") if pair]

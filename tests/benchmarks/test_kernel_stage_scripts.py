@@ -64,6 +64,18 @@ def test_decode_long_tail_bench_smoke_writes_figures(tmp_path):
             assert config["max_abs_diff_vs_unsplit"] < 1e-5     # fp32: the same outputs
 
 
+def test_decode_few_sequences_bench_smoke_writes_figures(tmp_path):
+    run("benchmarks.kernels.bench_decode_long_tail", "--few", tmp_path=tmp_path)
+    result = json.loads((tmp_path / "bench_decode_few.json").read_text())
+    assert [c["case"] for c in result["cases"]] == ["few_1x24", "few_2x40"]
+    for case in result["cases"]:
+        assert [(c["splits"], c["min_chunk"], c["decode_only"]) for c in case["configs"]] \
+            == [(1, 0, False), (1, 0, True), (8, 0, True), (8, 8, True), (8, 16, True)]
+        for config in case["configs"]:
+            assert is_figure(config["us"]) and is_figure(config["speedup_vs_unsplit"])
+            assert config["max_abs_diff_vs_unsplit"] < 1e-5     # fp32: the same outputs
+
+
 def test_decode_tiles_sweep_smoke_writes_figures(tmp_path):
     run("benchmarks.kernels.bench_decode_long_tail", "--tiles", tmp_path=tmp_path)
     result = json.loads((tmp_path / "decode_tiles.json").read_text())
