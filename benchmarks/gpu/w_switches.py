@@ -9,6 +9,7 @@ same run).
     python -m benchmarks.gpu.w_switches --with decode_long_split --out DIR
     python -m benchmarks.gpu.w_switches --with-decode-config autotune --out DIR
     python -m benchmarks.gpu.w_switches --with-prefill-config autotune --out DIR
+    python -m benchmarks.gpu.w_switches --with-prefill-step-tokens 100000 --out DIR
     python -m benchmarks.gpu.w_switches --with decode_long_split --smoke --out DIR   # CPU
 """
 from __future__ import annotations
@@ -54,15 +55,18 @@ def main() -> int:
                     " (the second engine)")
     ap.add_argument("--with-prefill-config", default="", help=tile_config.PREFILL_HELP +
                     " (the second engine)")
+    ap.add_argument("--with-prefill-step-tokens", default="", help=tile_config.STEP_HELP +
+                    " (the second engine)")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--smoke", action="store_true", help="tiny shape and workload on the CPU")
     ap.add_argument("--long-split", default="", help=long_split.HELP)
     args = ap.parse_args()
     long_split.apply(args.long_split)
-    tiles = {"decode": args.with_decode_config, "prefill": args.with_prefill_config}
+    tiles = {"decode": args.with_decode_config, "prefill": args.with_prefill_config,
+             "prefill_step": args.with_prefill_step_tokens}
     if not args.switches and not any(tiles.values()):
-        ap.error("--with, --with-decode-config or --with-prefill-config: what the second "
-                 "engine changes")
+        ap.error("--with, --with-decode-config, --with-prefill-config or "
+                 "--with-prefill-step-tokens: what the second engine changes")
     tile_config.check(**tiles)   # a bad text fails before any run
     if args.smoke:
         w.use_smoke_sizes()

@@ -76,25 +76,32 @@ def test_w_switches_smoke_runs_both_engines(tmp_path):
 def test_tile_config_options_set_the_kernel_defaults_inside_their_block():
     from benchmarks.common import tile_config
     from kubellm.kernels import paged_attention
+    from kubellm.runtime.attention import triton_backend
     before = paged_attention.DECODE_CONFIG, paged_attention.PREFILL_CONFIG
+    step_before = triton_backend.PREFILL_KERNEL_MIN_STEP_TOKENS
     with tile_config.active(decode="autotune"):
         assert paged_attention.DECODE_CONFIG is None
         assert paged_attention.PREFILL_CONFIG == before[1]
     with tile_config.active(decode="32,4,2", prefill="autotune"):
         assert paged_attention.DECODE_CONFIG == (32, 4, 2)
         assert paged_attention.PREFILL_CONFIG is None
-    with tile_config.active(prefill="64,8,3"):
+    with tile_config.active(prefill="64,8,3", prefill_step="100000"):
         assert paged_attention.DECODE_CONFIG == before[0]
         assert paged_attention.PREFILL_CONFIG == (64, 8, 3)
+        assert triton_backend.PREFILL_KERNEL_MIN_STEP_TOKENS == 100000
     with tile_config.active():
         assert (paged_attention.DECODE_CONFIG, paged_attention.PREFILL_CONFIG) == before
     with pytest.raises(RuntimeError), tile_config.active(prefill="autotune"):
         raise RuntimeError("a failed run inside the block")
     assert (paged_attention.DECODE_CONFIG, paged_attention.PREFILL_CONFIG) == before
+    assert triton_backend.PREFILL_KERNEL_MIN_STEP_TOKENS == step_before
     assert tile_config.describe(decode="32,4,2", prefill="autotune") == \
         "decode 32,4,2 prefill autotune"
+    assert tile_config.describe(prefill_step="4096") == "prefill_step_tokens 4096"
     assert tile_config.describe() == "default"
     with pytest.raises(SystemExit, match="want \"autotune\" or BLOCK_N,WARPS,STAGES"):
         tile_config.parse("64,4")
     with pytest.raises(SystemExit, match="--with-prefill-config '64,x,2'"):
         tile_config.check(decode="64,4,2", prefill="64,x,2")
+    with pytest.raises(SystemExit, match="--with-prefill-step-tokens '0': want a positive"):
+        tile_config.check(prefill_step="0")

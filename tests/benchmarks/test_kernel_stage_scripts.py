@@ -96,11 +96,11 @@ def test_decode_tiles_sweep_smoke_writes_figures(tmp_path):
 def test_varlen_smoke_writes_figures(tmp_path):
     run("benchmarks.gpu.varlen", "--seeds", "0,1", "--with-switches", "decode_long_split",
         "--with-decode-config", "autotune", "--with-prefill-config", "64,8,3",
-        tmp_path=tmp_path)
+        "--with-prefill-step-tokens", "20", tmp_path=tmp_path)
     result = json.loads((tmp_path / "varlen_chat.json").read_text())
     runs = result["runs"]
     switched = "with_switches:decode_long_split"
-    tiles = "with_tile_config:decode autotune prefill 64,8,3"
+    tiles = "with_tile_config:decode autotune prefill 64,8,3 prefill_step_tokens 20"
     assert [(r["engine"], r["seed"]) for r in runs] == [
         ("hardware_aware_defaults", 0), ("hardware_aware_defaults", 1),
         (switched, 0), (switched, 1), (tiles, 0), (tiles, 1), ("previous_fixed_defaults", 0)]

@@ -67,6 +67,24 @@ def test_greedy_tokens_match_transformers(reference, switches, monkeypatch):
     assert (prefill_calls[0] > 0) == ("prefill_attention" in SWITCH_SETS[switches])
 
 
+def test_steps_of_many_short_chunks_take_the_prefill_kernel_and_keep_the_tokens(
+        reference, monkeypatch):
+    """The step-size bound scaled down to these tiny steps (chunks stay under the chunk
+    bound): steps of at least 20 new tokens take the prefill kernel for their prompts
+    and the paged kernel's decode tiles for their decodes, smaller ones the paged kernel
+    alone; the tokens are transformers'."""
+    path, prompts, expected = reference
+    monkeypatch.setattr(triton_backend, "PREFILL_KERNEL_MIN_STEP_TOKENS", 20)
+    prefill_calls = count_calls(monkeypatch, triton_backend, "_prefill_attention")
+    paged_calls = count_calls(monkeypatch, triton_backend, "_paged_attention")
+    llm = LLM(path, dtype="float32", attention_backend="triton", block_size=8,
+              max_num_batched_tokens=32, kernel_switches="prefill_attention")
+    outs = llm.generate(prompts, SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS,
+                                                ignore_eos=True))
+    assert [o.outputs[0].token_ids for o in outs] == expected
+    assert prefill_calls[0] > 0 and paged_calls[0] > 0
+
+
 def count_calls(monkeypatch, module, name: str) -> list[int]:
     """Wrap ``module.name`` to count its calls: the returned one-item list."""
     calls, real = [0], getattr(module, name)
@@ -78,25 +96,28 @@ def count_calls(monkeypatch, module, name: str) -> list[int]:
     return calls
 
 
-def test_only_steps_with_a_long_chunk_take_the_prefill_kernel(monkeypatch):
+def test_only_steps_with_a_long_chunk_or_many_tokens_take_the_prefill_kernel(monkeypatch):
     """An eager step with short prompts waits on the host's launches, so the paged kernel
     serves it whole (one launch a layer); a chunk of PREFILL_KERNEL_MIN_QUERY tokens or
-    more takes the prefill kernel beside the paged one for the step's decodes. Decode
-    steps and the switch off never take it."""
+    more, or a step of PREFILL_KERNEL_MIN_STEP_TOKENS, takes the prefill kernel beside the
+    paged one for the step's decodes. Decode steps and the switch off never take it."""
     kernels = {}
     for name in ("_prefill_attention", "_paged_attention"):
         monkeypatch.setattr(triton_backend, name, lambda *args, **kwargs: None)
         kernels[name] = count_calls(monkeypatch, triton_backend, name)
     on = KernelSwitches.parse("prefill_attention")
     bound = triton_backend.PREFILL_KERNEL_MIN_QUERY
+    many = triton_backend.PREFILL_KERNEL_MIN_STEP_TOKENS
     q = torch.zeros(bound + 2, 4, 16)
 
-    def step(max_seqlen_q, is_decode_only=False, switches=on, num_decodes=2):
+    def step(max_seqlen_q, is_decode_only=False, switches=on, num_decodes=2, tokens=None):
         for calls in kernels.values():
             calls[0] = 0
+        tokens = 64 if tokens is None else tokens   # a step a mixed-step graph could hold
         meta = SimpleNamespace(is_decode_only=is_decode_only, max_seqlen_q=max_seqlen_q,
                                num_decodes=num_decodes, block_tables=torch.zeros(3, 1),
-                               seq_lens=torch.zeros(3), cu_seqlens_q=torch.zeros(4))
+                               seq_lens=torch.zeros(3), cu_seqlens_q=torch.zeros(4),
+                               slot_mapping=torch.zeros(tokens))
         triton_backend.attend(q, q, q, None, None, meta, 1.0, switches)
         return kernels["_prefill_attention"][0], kernels["_paged_attention"][0]
 
@@ -106,6 +127,19 @@ def test_only_steps_with_a_long_chunk_take_the_prefill_kernel(monkeypatch):
     assert step(1, is_decode_only=True) == (0, 1)
     assert step(bound, switches=KernelSwitches()) == (0, 1)
     assert step(bound, switches=None) == (0, 1)
+    # short chunks, but more tokens in the step than a mixed-step graph holds
+    assert step(700, tokens=many) == (1, 1)
+    assert step(700, tokens=many - 1) == (0, 1)
+    assert step(1, is_decode_only=True, tokens=many) == (0, 1)
+    assert step(700, tokens=many, switches=KernelSwitches()) == (0, 1)
+
+
+def test_no_mixed_graph_step_takes_the_prefill_kernel():
+    """A mixed-step graph is captured through the paged kernel alone: its largest token
+    count stays under the step-size bound, its chunks under the chunk bound."""
+    from kubellm.runtime.worker import mixed_graphs
+    assert mixed_graphs.MAX_TOKENS < triton_backend.PREFILL_KERNEL_MIN_STEP_TOKENS
+    assert max(mixed_graphs.token_sizes(1 << 20)) < triton_backend.PREFILL_KERNEL_MIN_STEP_TOKENS
 
 
 def test_decode_rows_ask_for_the_long_split_and_say_they_are_decode_only(monkeypatch):
@@ -124,7 +158,8 @@ def test_decode_rows_ask_for_the_long_split_and_say_they_are_decode_only(monkeyp
         seen.clear()
         meta = SimpleNamespace(is_decode_only=is_decode_only, max_seqlen_q=max_seqlen_q,
                                num_decodes=2, block_tables=torch.zeros(3, 1),
-                               seq_lens=torch.zeros(3), cu_seqlens_q=torch.zeros(4))
+                               seq_lens=torch.zeros(3), cu_seqlens_q=torch.zeros(4),
+                               slot_mapping=torch.zeros(64))
         triton_backend.attend(q, q, q, None, None, meta, 1.0, switches)
         return seen[0]
 

@@ -1,8 +1,9 @@
 """Attention backend on the Triton kernels (kernels/): same interface as torch_backend,
 but it reads only device tensors, so a decode step can be captured in a CUDA graph.
 
-Steps with long prefills take the prefill kernel when the ``prefill_attention`` switch is
-on (kernel_switches.py; ``uses_prefill_kernel``): the step's decodes (the first ``meta.num_decodes`` sequences)
+Steps with long prefills, or with more new tokens than a mixed-step graph holds, take the
+prefill kernel when the ``prefill_attention`` switch is on (kernel_switches.py;
+``uses_prefill_kernel``): the step's decodes (the first ``meta.num_decodes`` sequences)
 through the paged kernel's decode tiles, the rest with their own keys read from the
 projection output. Otherwise the paged kernel serves the whole step.
 """
@@ -37,13 +38,23 @@ def rotary_write_kv(positions, q, k, v, k_cache, v_cache, slot_mapping, cos_sin_
 # under 1 ms of attention. From the kernel's long-prompt tuning bucket on, such steps are
 # bound by the device, where the kernel beats the paged one by 1.06-1.28x.
 PREFILL_KERNEL_MIN_QUERY = 2048
+# Steps of more new tokens than this take it whatever their chunks' lengths. They run
+# eagerly (no mixed-step graph holds more than worker/mixed_graphs.MAX_TOKENS, 2,048) and
+# the device is busy: a chat step of 8,192 tokens (12 prompts of 700 beside 160 decodes)
+# took 191 ms of device time on the H200, 27 ms of it in the paged kernel, whose 128-row
+# prefill tiles also carried the decodes (4 rows of 128 used) (s19 call 64,
+# benchmarks/gpu/mixed_step.py). The prefill kernel takes the prompts, the paged kernel's
+# decode tiles the decodes.
+PREFILL_KERNEL_MIN_STEP_TOKENS = 2049
 
 
 def uses_prefill_kernel(meta: AttentionMetadata, switches) -> bool:
     """Whether this step's prefills attend with the prefill kernel (which reads the
-    step's own keys, so the fused rotary + cache write must return them)."""
+    step's own keys, so the fused rotary + cache write must return them): a chunk of
+    PREFILL_KERNEL_MIN_QUERY tokens, or PREFILL_KERNEL_MIN_STEP_TOKENS in the step."""
     return (switches is not None and switches.prefill_attention and not meta.is_decode_only
-            and meta.max_seqlen_q >= PREFILL_KERNEL_MIN_QUERY)
+            and (meta.max_seqlen_q >= PREFILL_KERNEL_MIN_QUERY
+                 or meta.slot_mapping.shape[0] >= PREFILL_KERNEL_MIN_STEP_TOKENS))
 
 
 def attend(q, k, v, k_cache, v_cache, meta: AttentionMetadata, scale: float, switches=None):
