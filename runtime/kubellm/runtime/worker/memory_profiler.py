@@ -25,26 +25,44 @@ _TINY_PREFILL = 2
 
 
 @torch.inference_mode()
-def warm_short_prefill(runner, table: torch.Tensor) -> None:
+def warm_short_prefill(runner, table: torch.Tensor, max_num_batched_tokens: int = 0) -> None:
     """Forwards of a short and a tiny prompt after the profile's long one, so that the
     kernels' short-prefill variants are compiled and tuned at startup, not in the first
-    requests (their autotuning compiles several configs: 5-7 s on the H200's host)."""
+    requests (their autotuning compiles several configs: 5-7 s on the H200's host). Where
+    a step can hold PREFILL_KERNEL_MIN_STEP_TOKENS, one more of such a step made of
+    prompts shorter than PREFILL_KERNEL_MIN_QUERY: the prefill kernel's short-prompt
+    tuning bucket, which the profile's long prompts never reach."""
     for n in (_SHORT_PREFILL, _TINY_PREFILL):
-        _forward_unwritten_prompt(runner, table, n)
+        _forward_unwritten_prompts(runner, table, [n])
+    from kubellm.runtime.attention import triton_backend
+    step = triton_backend.PREFILL_KERNEL_MIN_STEP_TOKENS
+    if runner.switches.prefill_attention and max_num_batched_tokens >= step:
+        longest = min(triton_backend.PREFILL_KERNEL_MIN_QUERY - 1,
+                      table.shape[1] * runner.block_size)
+        count = -(-step // longest)
+        _forward_unwritten_prompts(runner, table, [-(-step // count)] * count)
 
 
-def _forward_unwritten_prompt(runner, table: torch.Tensor, n: int) -> None:
-    """One forward of an ``n``-token prompt whose keys and values go to no KV block."""
+def _forward_unwritten_prompts(runner, table: torch.Tensor, lens: list[int]) -> None:
+    """One forward of prompts of ``lens`` tokens whose keys and values go to no KV block
+    (``table``: one block-table row, the same for each; no prompt reads a cached key)."""
     device = runner.device
+    n = sum(lens)
+    cu = [0]
+    for length in lens:
+        cu.append(cu[-1] + length)
     meta = AttentionMetadata(
         slot_mapping=torch.full((n,), -1, dtype=torch.int64, device=device),
-        block_tables=table, seq_lens=torch.tensor([n], dtype=torch.int32, device=device),
-        cu_seqlens_q=torch.tensor([0, n], dtype=torch.int32, device=device),
-        max_seqlen_q=n, seq_lens_cpu=[n], query_lens_cpu=[n], is_decode_only=False)
+        block_tables=table.repeat(len(lens), 1),
+        seq_lens=torch.tensor(lens, dtype=torch.int32, device=device),
+        cu_seqlens_q=torch.tensor(cu, dtype=torch.int32, device=device),
+        max_seqlen_q=max(lens), seq_lens_cpu=list(lens), query_lens_cpu=list(lens),
+        is_decode_only=False)
     set_metadata(meta)
     try:
         runner.model(torch.zeros(n, dtype=torch.int64, device=device),
-                     torch.arange(n, device=device), None, None)
+                     torch.cat([torch.arange(length, device=device) for length in lens]),
+                     None, None)
     finally:
         set_metadata(None)
     if device.type == "cuda":
@@ -97,7 +115,7 @@ def cuda_kv_budget_bytes(runner, config) -> int:
     del hidden, logits
     if model.is_first_stage and seq_len > _SHORT_PREFILL:
         try:
-            warm_short_prefill(runner, tables[:1])
+            warm_short_prefill(runner, tables[:1], config.max_num_batched_tokens)
         except Exception:   # best effort: the first short request compiles them then
             log.warning("short-prefill warm-up failed", exc_info=True)
     for layer in runner.attn_layers:
