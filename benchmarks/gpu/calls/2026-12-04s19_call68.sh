@@ -9,9 +9,12 @@ export PYTHONPATH=$PWD/runtime:$PWD/kernels:$PWD/operator:$PWD
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"; work=/tmp/call68; mkdir -p "$work"
 pack() { tar czf "$OUT/call68.tgz" -C /tmp call68; }
 cp "$0" "$work/command.sh"
-timeout 150 python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_quantized_cuda.py \
-  -k "workspace or 4bit" tests/kernels/test_w4a16_gemm.py > "$work/gpu_tests.log" 2>&1
-echo "W4A16 GPU tests exit $?"; tail -3 "$work/gpu_tests.log"; pack
+timeout 90 python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_quantized_cuda.py \
+  -k "workspace or 4bit" > "$work/gpu_tests.log" 2>&1
+echo "4-bit engine GPU tests exit $?"; tail -2 "$work/gpu_tests.log"
+timeout 90 python3 -m pytest -q -p no:cacheprovider -m gpu tests/kernels/test_w4a16_gemm.py \
+  > "$work/kernel_tests.log" 2>&1
+echo "W4A16 kernel GPU tests exit $?"; tail -2 "$work/kernel_tests.log"; pack
 timeout 120 python3 -m benchmarks.gpu.varlen --out "$work" --shape qwen2.5-0.5b --seeds 0 \
   --skip-old-defaults --with-prefill-step-tokens 1000000 > "$work/varlen_small.log" 2>&1
 echo "small model exit $?"
