@@ -35,6 +35,22 @@ def parse(text: str, option: str = "--with-decode-config"):
     return block_n, warps, stages
 
 
+def add_options(ap, which: str) -> None:
+    """The three options on ``ap``; ``which`` says which engine they change."""
+    ap.add_argument("--with-decode-config", default="", help=f"{DECODE_HELP} ({which})")
+    ap.add_argument("--with-prefill-config", default="", help=f"{PREFILL_HELP} ({which})")
+    ap.add_argument("--with-prefill-step-tokens", default="", help=f"{STEP_HELP} ({which})")
+
+
+def from_args(args) -> dict:
+    """The options' texts as ``active``'s keyword arguments; exits naming the option if
+    one names no config (before any run)."""
+    tiles = {"decode": args.with_decode_config, "prefill": args.with_prefill_config,
+             "prefill_step": args.with_prefill_step_tokens}
+    check(**tiles)
+    return tiles
+
+
 def parse_step(text: str) -> int:
     try:
         tokens = int(text)

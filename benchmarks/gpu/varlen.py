@@ -177,19 +177,12 @@ def main() -> int:
     ap.add_argument("--with-switches", default="",
                     help="kernel switches (--kernel-switches text): one more engine with "
                          "them over the defaults, on the same seeds, right after the defaults")
-    ap.add_argument("--with-decode-config", default="", help=tile_config.DECODE_HELP +
-                    " (on the same seeds, after the defaults)")
-    ap.add_argument("--with-prefill-config", default="", help=tile_config.PREFILL_HELP +
-                    " (the same engine as --with-decode-config's)")
-    ap.add_argument("--with-prefill-step-tokens", default="", help=tile_config.STEP_HELP +
-                    " (the same engine as --with-decode-config's)")
+    tile_config.add_options(ap, "one more engine, on the same seeds, after the defaults")
     ap.add_argument("--smoke", action="store_true", help="tiny shape and lengths on the CPU")
     ap.add_argument("--long-split", default="", help=long_split.HELP)
     args = ap.parse_args()
     long_split.apply(args.long_split)
-    tiles = {"decode": args.with_decode_config, "prefill": args.with_prefill_config,
-             "prefill_step": args.with_prefill_step_tokens}
-    tile_config.check(**tiles)   # a bad text fails before any run
+    tiles = tile_config.from_args(args)   # a bad text fails before any run
     smoke = args.smoke
     device, dtype = ("cpu", torch.float32) if smoke else ("cuda", torch.bfloat16)
     shape = SMOKE_SHAPE if smoke else SHAPES[args.shape]

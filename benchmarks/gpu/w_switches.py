@@ -51,23 +51,16 @@ def main() -> int:
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--with", dest="switches", default="",
                     help="kernel switches (--kernel-switches text) of the second engine")
-    ap.add_argument("--with-decode-config", default="", help=tile_config.DECODE_HELP +
-                    " (the second engine)")
-    ap.add_argument("--with-prefill-config", default="", help=tile_config.PREFILL_HELP +
-                    " (the second engine)")
-    ap.add_argument("--with-prefill-step-tokens", default="", help=tile_config.STEP_HELP +
-                    " (the second engine)")
+    tile_config.add_options(ap, "the second engine")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--smoke", action="store_true", help="tiny shape and workload on the CPU")
     ap.add_argument("--long-split", default="", help=long_split.HELP)
     args = ap.parse_args()
     long_split.apply(args.long_split)
-    tiles = {"decode": args.with_decode_config, "prefill": args.with_prefill_config,
-             "prefill_step": args.with_prefill_step_tokens}
+    tiles = tile_config.from_args(args)   # a bad text fails before any run
     if not args.switches and not any(tiles.values()):
         ap.error("--with, --with-decode-config, --with-prefill-config or "
                  "--with-prefill-step-tokens: what the second engine changes")
-    tile_config.check(**tiles)   # a bad text fails before any run
     if args.smoke:
         w.use_smoke_sizes()
     model_dir = write_config(w.SHAPE, Path(tempfile.mkdtemp()) / "model")

@@ -110,7 +110,8 @@ def test_only_steps_with_a_long_chunk_or_many_tokens_take_the_prefill_kernel(mon
     many = triton_backend.PREFILL_KERNEL_MIN_STEP_TOKENS
     q = torch.zeros(bound + 2, 4, 16)
 
-    def step(max_seqlen_q, is_decode_only=False, switches=on, num_decodes=2, tokens=None):
+    def step(max_seqlen_q, is_decode_only=False, switches=on, num_decodes=2, tokens=None,
+             group=1):
         for calls in kernels.values():
             calls[0] = 0
         tokens = 64 if tokens is None else tokens   # a step a mixed-step graph could hold
@@ -118,7 +119,8 @@ def test_only_steps_with_a_long_chunk_or_many_tokens_take_the_prefill_kernel(mon
                                num_decodes=num_decodes, block_tables=torch.zeros(3, 1),
                                seq_lens=torch.zeros(3), cu_seqlens_q=torch.zeros(4),
                                slot_mapping=torch.zeros(tokens))
-        triton_backend.attend(q, q, q, None, None, meta, 1.0, switches)
+        queries = torch.zeros(q.shape[0], 4 * group, 16)   # group query heads per KV head
+        triton_backend.attend(queries, q, q, None, None, meta, 1.0, switches)
         return kernels["_prefill_attention"][0], kernels["_paged_attention"][0]
 
     assert step(bound - 1) == (0, 1)
@@ -132,6 +134,11 @@ def test_only_steps_with_a_long_chunk_or_many_tokens_take_the_prefill_kernel(mon
     assert step(700, tokens=many - 1) == (0, 1)
     assert step(1, is_decode_only=True, tokens=many) == (0, 1)
     assert step(700, tokens=many, switches=KernelSwitches()) == (0, 1)
+    # ... for models of up to PREFILL_KERNEL_STEP_MAX_GROUP query heads per KV head
+    most = triton_backend.PREFILL_KERNEL_STEP_MAX_GROUP
+    assert step(700, tokens=many, group=most) == (1, 1)
+    assert step(700, tokens=many, group=most + 1) == (0, 1)
+    assert step(bound, tokens=many, group=most + 1) == (1, 1)   # a long chunk: any group
 
 
 def test_no_mixed_graph_step_takes_the_prefill_kernel():

@@ -39,7 +39,8 @@ def test_warm_up_runs_a_step_of_short_prompts_through_the_prefill_kernel(
     """Where a step can hold PREFILL_KERNEL_MIN_STEP_TOKENS (scaled down here), the
     warm-up also runs such a step of prompts under PREFILL_KERNEL_MIN_QUERY: the prefill
     kernel's short-prompt bucket tunes at startup. Without the switch, or with a smaller
-    step budget, it does not."""
+    step budget, or for a model of more query heads per KV head than such steps take the
+    prefill kernel for, it does not."""
     monkeypatch.setattr(triton_backend, "PREFILL_KERNEL_MIN_STEP_TOKENS", 300)
     llm = LLM(tiny_model_factory("llama3"), dtype="float32", attention_backend="triton",
               max_model_len=2 * _SHORT_PREFILL, block_size=16,
@@ -62,6 +63,10 @@ def test_warm_up_runs_a_step_of_short_prompts_through_the_prefill_kernel(
     assert all(torch.equal(b, layer.k_cache) for b, layer in zip(before, runner.attn_layers))
     calls.clear()
     warm_short_prefill(runner, table, max_num_batched_tokens=299)
+    # a model of more query heads per KV head (2 here) than such steps take it for
+    monkeypatch.setattr(triton_backend, "PREFILL_KERNEL_STEP_MAX_GROUP", 1)
+    warm_short_prefill(runner, table, max_num_batched_tokens=300)
+    monkeypatch.setattr(triton_backend, "PREFILL_KERNEL_STEP_MAX_GROUP", 4)
     runner.switches.prefill_attention = False
     warm_short_prefill(runner, table, max_num_batched_tokens=300)
     assert calls == []

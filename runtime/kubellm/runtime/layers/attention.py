@@ -30,7 +30,8 @@ class Attention(nn.Module):
         backend, switches = self.backend, self.switches
         if rotary is not None and switches.rope_kv_write and hasattr(backend, "rotary_write_kv"):
             # the prefill kernel reads the step's keys: only then are they materialised
-            wants_keys = backend.uses_prefill_kernel(meta, switches)
+            wants_keys = backend.uses_prefill_kernel(meta, switches,
+                                                     self.num_heads // self.num_kv_heads)
             q, k = backend.rotary_write_kv(positions, q, k, v, self.k_cache, self.v_cache,
                                            meta.slot_mapping, rotary.table(positions.device),
                                            return_key=wants_keys)

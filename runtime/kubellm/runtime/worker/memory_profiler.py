@@ -29,14 +29,18 @@ def warm_short_prefill(runner, table: torch.Tensor, max_num_batched_tokens: int 
     """Forwards of a short and a tiny prompt after the profile's long one, so that the
     kernels' short-prefill variants are compiled and tuned at startup, not in the first
     requests (their autotuning compiles several configs: 5-7 s on the H200's host). Where
-    a step can hold PREFILL_KERNEL_MIN_STEP_TOKENS, one more of such a step made of
-    prompts shorter than PREFILL_KERNEL_MIN_QUERY: the prefill kernel's short-prompt
-    tuning bucket, which the profile's long prompts never reach."""
+    a step can hold PREFILL_KERNEL_MIN_STEP_TOKENS (and the model's heads let such a step
+    take the prefill kernel), one more of such a step made of prompts shorter than
+    PREFILL_KERNEL_MIN_QUERY: the prefill kernel's short-prompt tuning bucket, which the
+    profile's long prompts never reach."""
     for n in (_SHORT_PREFILL, _TINY_PREFILL):
         _forward_unwritten_prompts(runner, table, [n])
     from kubellm.runtime.attention import triton_backend
     step = triton_backend.PREFILL_KERNEL_MIN_STEP_TOKENS
-    if runner.switches.prefill_attention and max_num_batched_tokens >= step:
+    layer = runner.attn_layers[0]
+    group = layer.num_heads // layer.num_kv_heads
+    if (runner.switches.prefill_attention and max_num_batched_tokens >= step
+            and group <= triton_backend.PREFILL_KERNEL_STEP_MAX_GROUP):
         longest = min(triton_backend.PREFILL_KERNEL_MIN_QUERY - 1,
                       table.shape[1] * runner.block_size)
         count = -(-step // longest)
