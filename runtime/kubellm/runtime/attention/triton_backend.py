@@ -41,8 +41,9 @@ PREFILL_KERNEL_MIN_QUERY = 2048
 # Steps of more new tokens than this take it whatever their chunks' lengths. They run
 # eagerly (no mixed-step graph holds more than worker/mixed_graphs.MAX_TOKENS, 2,048) and
 # the device is busy: a chat step of 8,192 tokens (12 prompts of 700 beside 160 decodes)
-# took 191 ms of device time on the H200, 27 ms of it in the paged kernel, whose 128-row
-# prefill tiles also carried the decodes (4 rows of 128 used) (s19 call 64,
+# took 191 ms of device time on the H200; the paged kernel, whose 128-row prefill tiles
+# also carried the decodes (4 rows of 128 used), took 31.9 ms over it and the smaller
+# mixed step after it (s19 call 64,
 # benchmarks/gpu/mixed_step.py). The prefill kernel takes the prompts, the paged kernel's
 # decode tiles the decodes: the chat workload 1.0-1.5% faster on three seeds, W 1.1%
 # (calls 66-67). Only for models of at most PREFILL_KERNEL_STEP_MAX_GROUP query heads per
