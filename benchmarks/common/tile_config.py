@@ -18,7 +18,6 @@ DECODE_HELP = ('"autotune" or "BLOCK_N,WARPS,STAGES": one more engine whose deco
 PREFILL_HELP = ('"autotune" or "BLOCK_N,WARPS,STAGES": one more engine whose paged '
                 "attention calls with prefill chunks launch with that tile config instead "
                 "of paged_attention.PREFILL_CONFIG")
-
 STEP_HELP = ("N: the same engine's steps of N or more new tokens take the prefill kernel "
              "(attention/triton_backend.PREFILL_KERNEL_MIN_STEP_TOKENS)")
 

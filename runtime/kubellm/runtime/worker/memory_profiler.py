@@ -34,39 +34,47 @@ def warm_short_prefill(runner, table: torch.Tensor, max_num_batched_tokens: int 
     PREFILL_KERNEL_MIN_QUERY: the prefill kernel's short-prompt tuning bucket, which the
     profile's long prompts never reach."""
     for n in (_SHORT_PREFILL, _TINY_PREFILL):
-        _forward_unwritten_prompts(runner, table, [n])
+        _forward_unwritten(runner, _unwritten_prompts(runner, table, [n]))
     from kubellm.runtime.attention import triton_backend
     step = triton_backend.PREFILL_KERNEL_MIN_STEP_TOKENS
-    layer = runner.attn_layers[0]
-    group = layer.num_heads // layer.num_kv_heads
-    if (runner.switches.prefill_attention and max_num_batched_tokens >= step
-            and group <= triton_backend.PREFILL_KERNEL_STEP_MAX_GROUP):
+    if max_num_batched_tokens >= step:
         longest = min(triton_backend.PREFILL_KERNEL_MIN_QUERY - 1,
                       table.shape[1] * runner.block_size)
         count = -(-step // longest)
-        _forward_unwritten_prompts(runner, table, [-(-step // count)] * count)
+        meta = _unwritten_prompts(runner, table, [-(-step // count)] * count)
+        # the backend's own rule (switch, heads) says whether such a step takes it
+        takes = getattr(runner.backend, "uses_prefill_kernel", None)
+        layer = runner.attn_layers[0]
+        if takes is not None and takes(meta, runner.switches,
+                                       layer.num_heads // layer.num_kv_heads):
+            _forward_unwritten(runner, meta)
 
 
-def _forward_unwritten_prompts(runner, table: torch.Tensor, lens: list[int]) -> None:
-    """One forward of prompts of ``lens`` tokens whose keys and values go to no KV block
+def _unwritten_prompts(runner, table: torch.Tensor, lens: list[int]) -> AttentionMetadata:
+    """A step of prompts of ``lens`` tokens whose keys and values go to no KV block
     (``table``: one block-table row, the same for each; no prompt reads a cached key)."""
     device = runner.device
-    n = sum(lens)
     cu = [0]
     for length in lens:
         cu.append(cu[-1] + length)
-    meta = AttentionMetadata(
-        slot_mapping=torch.full((n,), -1, dtype=torch.int64, device=device),
+    return AttentionMetadata(
+        slot_mapping=torch.full((cu[-1],), -1, dtype=torch.int64, device=device),
         block_tables=table.repeat(len(lens), 1),
         seq_lens=torch.tensor(lens, dtype=torch.int32, device=device),
         cu_seqlens_q=torch.tensor(cu, dtype=torch.int32, device=device),
         max_seqlen_q=max(lens), seq_lens_cpu=list(lens), query_lens_cpu=list(lens),
         is_decode_only=False)
+
+
+def _forward_unwritten(runner, meta: AttentionMetadata) -> None:
+    """One forward of ``_unwritten_prompts``'s step (token ids 0)."""
+    device = runner.device
+    positions = torch.cat([torch.arange(length, device=device)
+                           for length in meta.query_lens_cpu])
     set_metadata(meta)
     try:
-        runner.model(torch.zeros(n, dtype=torch.int64, device=device),
-                     torch.cat([torch.arange(length, device=device) for length in lens]),
-                     None, None)
+        runner.model(torch.zeros(positions.shape[0], dtype=torch.int64, device=device),
+                     positions, None, None)
     finally:
         set_metadata(None)
     if device.type == "cuda":
