@@ -154,3 +154,18 @@ def test_dense_gemm_bench_smoke_writes_figures(tmp_path):
         # each kernel checked against F.linear before it was timed (fp32 on the CPU)
         assert max(row["max_abs_diff"].values()) < 1e-4
         assert row["best_triton"] in row["us"] and is_figure(row["best_triton_over_cublas"])
+
+
+def test_dense_gemv_bench_smoke_writes_figures(tmp_path):
+    run("benchmarks.kernels.bench_dense_gemv", tmp_path=tmp_path)
+    result = json.loads((tmp_path / "dense_gemv.json").read_text())
+    assert [(r["gemm"], r["m"]) for r in result["rows"]] == [
+        ("qkv", 1), ("qkv", 3), ("down", 1), ("down", 3)]
+    for row in result["rows"]:
+        assert set(row["us"]) == {"cublas", "triton_8_32_4_1", "triton_4_64_4_1"}
+        assert all(is_figure(us) for us in row["us"].values())
+        assert all(is_figure(f) for f in row["of_copy_bandwidth"].values())
+        # each kernel checked against F.linear before it was timed (fp32 on the CPU)
+        assert max(row["max_abs_diff"].values()) < 1e-4
+        assert row["best_triton"] in row["us"] and is_figure(row["best_triton_over_cublas"])
+    assert result["one_config"] in ("triton_8_32_4_1", "triton_4_64_4_1")
