@@ -35,6 +35,14 @@ LAYER = ((4096, 6144), (4096, 4096), (4096, 28672), (14336, 4096))   # K x N, in
 SMOKE_LAYER = ((64, 96), (64, 64), (64, 256), (128, 64))
 GROUP, SMOKE_GROUP = 128, 64
 VARIANTS = ("bf16", "4bit", "bf16+elementwise", "4bit+elementwise")
+# s20: the 16-bit GEMV (kernels/dense_gemv.py) in place of cuBLAS, and each GEMV launched
+# as a programmatic dependent (kernels/pdl.py: it starts during the tail of the one
+# before and prefetches its weights into the L2); "4bit-pdl" at one row only (the FFMA
+# GEMV's rows). Chosen with --variants.
+PDL_VARIANTS = ("bf16-gemv", "bf16-gemv-pdl", "4bit-pdl")
+# dense_gemv's config per projection (K, N): the best at one row in s20 call 69
+GEMV_CONFIGS = {(4096, 6144): (16, 512, 8, 1), (4096, 4096): (4, 512, 4, 3),
+                (4096, 28672): (4, 512, 4, 3), (14336, 4096): (4, 512, 4, 3)}
 
 
 def layer_weights(layer, layers: int, group: int, device: str, dtype, seed: int = 0):
@@ -61,18 +69,48 @@ def layer_weights(layer, layers: int, group: int, device: str, dtype, seed: int 
 def chain(weights, x, variant: str, group: int):
     """One decode step's GEMMs: each one's input the first K columns of the previous
     output (the engine's attention and activation would make them)."""
+    from kubellm.kernels import w4a16_gemv
+    from kubellm.kernels.dense_gemv import dense_gemv
     from kubellm.kernels.w4a16_gemm import w4a16_gemm
+    gemv = variant.startswith("bf16-gemv")   # weights as nn.Linear's [N, K] (run())
     h = x
     for per in weights:
         for dense, quant in per:
-            h = h[:, :dense.shape[0]]
-            if variant.startswith("bf16"):
+            h = h[:, :dense.shape[1 if gemv else 0]]
+            if gemv:
+                n, k = dense.shape
+                h = dense_gemv(h, dense, GEMV_CONFIGS.get((k, n), (4, 32, 4, 1)),
+                               pdl=variant.endswith("pdl"))
+            elif variant == "4bit-pdl":
+                h = w4a16_gemv.launch(h, *quant, group, pdl=True)
+            elif variant.startswith("bf16"):
                 h = h @ dense
             else:
                 h = w4a16_gemm(h, *quant, group)
             if variant.endswith("+elementwise"):
                 h.mul_(1.0)
     return h
+
+
+def check_one_layer(chosen, weights, x, variant: str, group: int) -> None:
+    """A PDL variant's first layer against the plain chain's (bf16 or 4-bit), eager and
+    replayed in a CUDA graph: a kernel that read its input before the one ahead wrote it
+    would differ. Raises AssertionError naming the variant."""
+    import torch
+    base = "4bit" if variant.startswith("4bit") else "bf16"
+    want = chain(weights[:1], x, base, group).float()
+    got = [chain(chosen[:1], x, variant, group).float()]
+    if x.is_cuda:
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = chain(chosen[:1], x, variant, group)
+        graph.replay()
+        torch.cuda.synchronize()
+        got.append(out.float())
+    for g in got:
+        diff = ((g - want).abs().max() / (want.abs().max() + 1e-6)).item()
+        if not diff < 2e-2:
+            raise AssertionError(f"{variant}: one layer differs from {base} by {diff:.3g}")
 
 
 def step_us(weights, x, variant: str, group: int, device: str, replays: int = 10) -> float:
@@ -97,7 +135,7 @@ def step_us(weights, x, variant: str, group: int, device: str, replays: int = 10
     return start.elapsed_time(end) * 1e3 / replays
 
 
-def run(smoke: bool, layers: int, rows: list[int]) -> dict:
+def run(smoke: bool, layers: int, rows: list[int], variants=VARIANTS) -> dict:
     import torch
 
     from benchmarks.gpu import workload_w as W
@@ -108,6 +146,7 @@ def run(smoke: bool, layers: int, rows: list[int]) -> dict:
         W.DEVICE, W.DTYPE = "cpu", torch.float32
     copy_tb_s = W.measure_ceilings()["copy_tb_s"]
     weights = layer_weights(layer, layers, group, device, dtype)
+    weights_nk = None
     elem = torch.tensor([], dtype=dtype).element_size()
     bytes_per_layer = {
         "bf16": sum(k * n * elem for k, n in layer),
@@ -122,19 +161,33 @@ def run(smoke: bool, layers: int, rows: list[int]) -> dict:
         if not out.isfinite().all():
             raise AssertionError(f"the 4-bit chain overflowed at {m} rows")
         per = {}
-        for variant in VARIANTS:
-            us = step_us(weights, x, variant, group, device) / layers
+        for variant in variants:
+            if variant == "4bit-pdl" and m > 1:
+                continue
+            if variant.startswith("bf16-gemv") and weights_nk is None:
+                weights_nk = [[(d.t().contiguous(), q) for d, q in p] for p in weights]
+            chosen = weights_nk if variant.startswith("bf16-gemv") else weights
+            if variant in PDL_VARIANTS:   # same results as the chain it changes (one layer)
+                check_one_layer(chosen, weights, x, variant, group)
+            us = step_us(chosen, x, variant, group, device) / layers
             kind = "bf16" if variant.startswith("bf16") else "4bit"
             per[variant] = {"us_per_layer": significant(us),
                             "of_copy_bandwidth": significant(
                                 bytes_per_layer[kind] / (us * 1e-6) / 1e12 / copy_tb_s)}
             print("decode_chain", json.dumps({"m": m, "variant": variant, **per[variant]}),
                   flush=True)
-        speedup = {v: significant(per["bf16" + v.removeprefix("4bit")]["us_per_layer"]
-                               / per[v]["us_per_layer"], 3)
-                   for v in VARIANTS if v.startswith("4bit")}
-        result["rows"].append({"m": m,
-                               "variants": per, "bf16_over_4bit": speedup})
+        # each 4-bit variant against its bf16 twin (the plain chain for the new ones), and
+        # each new variant against the chain it changes
+        speedup = {v: significant(per.get("bf16" + v.removeprefix("4bit"), per["bf16"])[
+            "us_per_layer"] / per[v]["us_per_layer"], 3)
+                   for v in per if v.startswith("4bit")}
+        gains = {f"{v} over {base}": significant(per[base]["us_per_layer"]
+                                                 / per[v]["us_per_layer"], 3)
+                 for v, base in (("bf16-gemv", "bf16"), ("bf16-gemv-pdl", "bf16-gemv"),
+                                 ("bf16-gemv-pdl", "bf16"), ("4bit-pdl", "4bit"))
+                 if v in per and base in per}
+        result["rows"].append({"m": m, "variants": per, "bf16_over_4bit": speedup,
+                               "speedups": gains})
     return result
 
 
@@ -144,14 +197,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--layers", type=int, default=32)
     ap.add_argument("--rows", help="row counts (default 1,2,4,8,16; --smoke: 1,2)")
+    ap.add_argument("--variants", help="comma-separated, out of "
+                    + ",".join(VARIANTS + PDL_VARIANTS) + f" (default {','.join(VARIANTS)})")
     args = ap.parse_args(argv)
     if args.smoke:   # CPU tensors run the Triton kernel in its interpreter
         os.environ.setdefault("TRITON_INTERPRET", "1")
     rows = args.rows or ("1,2" if args.smoke else "1,2,4,8,16")
+    variants = tuple(args.variants.split(",")) if args.variants else VARIANTS
+    unknown = set(variants) - set(VARIANTS + PDL_VARIANTS)
+    if unknown or "bf16" not in variants:
+        ap.error(f"--variants: unknown {sorted(unknown)}" if unknown else
+                 "--variants must hold bf16 (the others are compared with it)")
     result = run(args.smoke, 2 if args.smoke else args.layers,
-                 [int(r) for r in rows.split(",")])
+                 [int(r) for r in rows.split(",")], variants)
     print(json.dumps([{"m": r["m"], "bf16_over_4bit": r["bf16_over_4bit"],
-                       **{v: r["variants"][v]["us_per_layer"] for v in VARIANTS}}
+                       "speedups": r["speedups"],
+                       **{v: s["us_per_layer"] for v, s in r["variants"].items()}}
                       for r in result["rows"]], indent=1))
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
