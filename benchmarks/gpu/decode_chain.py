@@ -35,11 +35,10 @@ LAYER = ((4096, 6144), (4096, 4096), (4096, 28672), (14336, 4096))   # K x N, in
 SMOKE_LAYER = ((64, 96), (64, 64), (64, 256), (128, 64))
 GROUP, SMOKE_GROUP = 128, 64
 VARIANTS = ("bf16", "4bit", "bf16+elementwise", "4bit+elementwise")
-# s20: the 16-bit GEMV (kernels/dense_gemv.py) in place of cuBLAS, and each GEMV launched
-# as a programmatic dependent (kernels/pdl.py: it starts during the tail of the one
-# before and prefetches its weights into the L2); "4bit-pdl" at one row only (the FFMA
-# GEMV's rows). Chosen with --variants.
-PDL_VARIANTS = ("bf16-gemv", "bf16-gemv-pdl", "4bit-pdl")
+# s20: the 16-bit GEMV (kernels/dense_gemv.py) in place of cuBLAS, chosen with --variants.
+# (Call 70 also timed GEMVs launched as programmatic dependents, PDL: 1.13-1.43x slower,
+# reverted; commit acc59f9 has them.)
+GEMV_VARIANTS = ("bf16-gemv",)
 # dense_gemv's config per projection (K, N): the best at one row in s20 call 69
 GEMV_CONFIGS = {(4096, 6144): (16, 512, 8, 1), (4096, 4096): (4, 512, 4, 3),
                 (4096, 28672): (4, 512, 4, 3), (14336, 4096): (4, 512, 4, 3)}
@@ -69,7 +68,6 @@ def layer_weights(layer, layers: int, group: int, device: str, dtype, seed: int 
 def chain(weights, x, variant: str, group: int):
     """One decode step's GEMMs: each one's input the first K columns of the previous
     output (the engine's attention and activation would make them)."""
-    from kubellm.kernels import w4a16_gemv
     from kubellm.kernels.dense_gemv import dense_gemv
     from kubellm.kernels.w4a16_gemm import w4a16_gemm
     gemv = variant.startswith("bf16-gemv")   # weights as nn.Linear's [N, K] (run())
@@ -79,10 +77,7 @@ def chain(weights, x, variant: str, group: int):
             h = h[:, :dense.shape[1 if gemv else 0]]
             if gemv:
                 n, k = dense.shape
-                h = dense_gemv(h, dense, GEMV_CONFIGS.get((k, n), (4, 32, 4, 1)),
-                               pdl=variant.endswith("pdl"))
-            elif variant == "4bit-pdl":
-                h = w4a16_gemv.launch(h, *quant, group, pdl=True)
+                h = dense_gemv(h, dense, GEMV_CONFIGS.get((k, n), (4, 32, 4, 1)))
             elif variant.startswith("bf16"):
                 h = h @ dense
             else:
@@ -93,11 +88,10 @@ def chain(weights, x, variant: str, group: int):
 
 
 def check_one_layer(chosen, weights, x, variant: str, group: int) -> None:
-    """A PDL variant's first layer against the plain chain's (bf16 or 4-bit), eager and
-    replayed in a CUDA graph: a kernel that read its input before the one ahead wrote it
-    would differ. Raises AssertionError naming the variant."""
+    """A GEMV variant's first layer against the cuBLAS chain's, eager and replayed in a
+    CUDA graph. Raises AssertionError naming the variant."""
     import torch
-    base = "4bit" if variant.startswith("4bit") else "bf16"
+    base = "bf16"
     want = chain(weights[:1], x, base, group).float()
     got = [chain(chosen[:1], x, variant, group).float()]
     if x.is_cuda:
@@ -162,12 +156,10 @@ def run(smoke: bool, layers: int, rows: list[int], variants=VARIANTS) -> dict:
             raise AssertionError(f"the 4-bit chain overflowed at {m} rows")
         per = {}
         for variant in variants:
-            if variant == "4bit-pdl" and m > 1:
-                continue
             if variant.startswith("bf16-gemv") and weights_nk is None:
                 weights_nk = [[(d.t().contiguous(), q) for d, q in p] for p in weights]
             chosen = weights_nk if variant.startswith("bf16-gemv") else weights
-            if variant in PDL_VARIANTS:   # same results as the chain it changes (one layer)
+            if variant in GEMV_VARIANTS:   # same results as the chain it changes (one layer)
                 check_one_layer(chosen, weights, x, variant, group)
             us = step_us(chosen, x, variant, group, device) / layers
             kind = "bf16" if variant.startswith("bf16") else "4bit"
@@ -183,8 +175,7 @@ def run(smoke: bool, layers: int, rows: list[int], variants=VARIANTS) -> dict:
                    for v in per if v.startswith("4bit")}
         gains = {f"{v} over {base}": significant(per[base]["us_per_layer"]
                                                  / per[v]["us_per_layer"], 3)
-                 for v, base in (("bf16-gemv", "bf16"), ("bf16-gemv-pdl", "bf16-gemv"),
-                                 ("bf16-gemv-pdl", "bf16"), ("4bit-pdl", "4bit"))
+                 for v, base in (("bf16-gemv", "bf16"),)
                  if v in per and base in per}
         result["rows"].append({"m": m, "variants": per, "bf16_over_4bit": speedup,
                                "speedups": gains})
@@ -198,13 +189,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--layers", type=int, default=32)
     ap.add_argument("--rows", help="row counts (default 1,2,4,8,16; --smoke: 1,2)")
     ap.add_argument("--variants", help="comma-separated, out of "
-                    + ",".join(VARIANTS + PDL_VARIANTS) + f" (default {','.join(VARIANTS)})")
+                    + ",".join(VARIANTS + GEMV_VARIANTS) + f" (default {','.join(VARIANTS)})")
     args = ap.parse_args(argv)
     if args.smoke:   # CPU tensors run the Triton kernel in its interpreter
         os.environ.setdefault("TRITON_INTERPRET", "1")
     rows = args.rows or ("1,2" if args.smoke else "1,2,4,8,16")
     variants = tuple(args.variants.split(",")) if args.variants else VARIANTS
-    unknown = set(variants) - set(VARIANTS + PDL_VARIANTS)
+    unknown = set(variants) - set(VARIANTS + GEMV_VARIANTS)
     if unknown or "bf16" not in variants:
         ap.error(f"--variants: unknown {sorted(unknown)}" if unknown else
                  "--variants must hold bf16 (the others are compared with it)")

@@ -35,8 +35,7 @@ def spec(block_m: int, block_n: int, rows: int, warps: int, ptx: bool = True) ->
     """The FFMA GEMV with bf16 activations, groups of 128, one chunk, N a multiple of the
     tile."""
     return _launch_spec({"GROUP_SIZE": 128, "BLOCK_M": block_m, "BLOCK_N": block_n,
-                         "ROWS": rows, "CHUNKS": 1, "EVEN_N": True, "PTX": ptx, "PDL": False},
-                        warps)
+                         "ROWS": rows, "CHUNKS": 1, "EVEN_N": True, "PTX": ptx}, warps)
 
 
 def tc_spec(block_m: int, block_n: int, rows: int, chunks: int, warps: int) -> dict:

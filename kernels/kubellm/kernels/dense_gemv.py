@@ -21,7 +21,6 @@ import triton
 import triton.language as tl
 
 from kubellm.kernels._launch import check_shape, check_tensor, is_interpreted, kernel_for
-from kubellm.kernels.pdl import start_dependents_then_wait, supported
 
 MAX_M = 4   # rows a call takes: ROWS (M rounded up to a power of two) x the tile in registers
 # (BLOCK_N, BLOCK_K, num_warps, num_stages): the configs benchmarks/kernels/bench_dense_gemv.py
@@ -40,15 +39,10 @@ TOLERANCES = {torch.float32: (1e-4, 1e-4), torch.float16: (4e-3, 2e-3),
 def _dense_gemv_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, M, N, K,
                        stride_xm, stride_wn, stride_om,
                        ROWS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                       HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr,
-                       PDL: tl.constexpr, LINE: tl.constexpr, LINES: tl.constexpr):
+                       HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr):
     pid_n = tl.program_id(0)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_k = tl.arange(0, BLOCK_K)
-    if PDL:   # this program's weight rows into the L2 while the kernel before ends
-        line_k = tl.minimum(tl.arange(0, LINES) * LINE, K - 1)
-        start_dependents_then_wait(w_ptr + tl.minimum(offs_n, N - 1)[:, None] * stride_wn
-                                   + line_k[None, :], True)
     rows = tl.arange(0, ROWS)
     mask_n = offs_n < N
     mask_m = rows < M
@@ -105,12 +99,10 @@ def _check_config(config) -> tuple:
 
 
 def dense_gemv(x: torch.Tensor, weight: torch.Tensor, config: tuple,
-               bias: torch.Tensor | None = None, pdl: bool = False) -> torch.Tensor:
+               bias: torch.Tensor | None = None) -> torch.Tensor:
     """x [M, K] @ weight [N, K]^T (+ bias [N]) in x's dtype (fp16/bf16; fp32 on the CPU
     interpreter), summed in fp32, M at most MAX_M, with ``config`` = (BLOCK_N, BLOCK_K,
-    num_warps, num_stages). ``pdl``: launched as a programmatic dependent (pdl.py: it
-    may start before the kernel ahead of it ends, and prefetches its weights meanwhile;
-    ignored where PDL is not supported)."""
+    num_warps, num_stages)."""
     block_n, block_k, warps, stages = _check_config(config)
     check_tensor("x", x, 2, (torch.float16, torch.bfloat16, torch.float32))
     check_tensor("weight", weight, 2, (x.dtype,), x.device)
@@ -127,15 +119,10 @@ def dense_gemv(x: torch.Tensor, weight: torch.Tensor, config: tuple,
         return out
     kernel = kernel_for(_dense_gemv_kernel, x.device)
     launch = {} if is_interpreted(kernel) else {"num_warps": warps, "num_stages": stages}
-    pdl = pdl and not is_interpreted(kernel) and supported(x.device)
-    if pdl:
-        launch["launch_pdl"] = True
-    line = 128 // x.element_size()     # elements per 128-byte line
     kernel[(triton.cdiv(n, block_n),)](
         x, weight, bias if bias is not None else weight, out, m, n, k, x.stride(0),
         weight.stride(0), out.stride(0), ROWS=triton.next_power_of_2(m), BLOCK_N=block_n,
-        BLOCK_K=block_k, HAS_BIAS=bias is not None, EVEN_K=k % block_k == 0, PDL=pdl,
-        LINE=line, LINES=triton.next_power_of_2(triton.cdiv(k, line)), **launch)
+        BLOCK_K=block_k, HAS_BIAS=bias is not None, EVEN_K=k % block_k == 0, **launch)
     return out
 
 

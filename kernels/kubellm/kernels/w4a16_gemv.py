@@ -27,7 +27,6 @@ import triton
 import triton.language as tl
 
 from kubellm.kernels._launch import is_interpreted, kernel_for
-from kubellm.kernels.pdl import start_dependents_then_wait, supported
 from kubellm.kernels.split_k import check_tiles, sum_splits, workspace
 
 MAX_M = 4
@@ -118,7 +117,6 @@ def _gemv_kernel(
     CHUNKS: tl.constexpr,         # chunks per program (fewer splits to sum)
     EVEN_N: tl.constexpr,         # N % BLOCK_N == 0: no masks on the words
     PTX: tl.constexpr,            # the words' dots in _WORD_DOT_PTX (False: interpreter)
-    PDL: tl.constexpr,            # launched as a programmatic dependent (pdl.py)
 ):
     """One row of words at a time, each a [BLOCK_N] vector (a thread holds several
     columns, so the x work of a row -- eight loads and sums -- is shared by them); every
@@ -131,11 +129,6 @@ def _gemv_kernel(
     mask_n = offs_n < N
     mask_m = offs_m < M
     x_rows = x_ptr + offs_m[:, None] * stride_xm
-    if PDL:   # this program's words into the L2 while the kernel before ends (a line: 32)
-        word_rows = pid_k * CHUNKS * ROWS + tl.arange(0, CHUNKS * ROWS)
-        line_n = tl.minimum(pid_n * BLOCK_N + tl.arange(0, BLOCK_N // 32) * 32, N - 1)
-        start_dependents_then_wait(qw_ptr + word_rows[:, None] * stride_qk + line_n[None, :],
-                                   True)
     part = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for c in tl.static_range(CHUNKS):
         first = (pid_k * CHUNKS + c) * ROWS
@@ -247,14 +240,12 @@ def refusal(x: torch.Tensor, k: int, group_size: int, bits: int, has_g_idx: bool
 
 def launch(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
            biases: torch.Tensor, group_size: int,
-           config: tuple[int, int, int, int] | None = None, pdl: bool = False
-           ) -> torch.Tensor:
+           config: tuple[int, int, int, int] | None = None) -> torch.Tensor:
     """x [M, K] @ W -> new [M, N] in x's dtype, for arguments w4a16_gemm has checked and
     ``unsupported_reason`` takes (call ``w4a16_gemm(..., variant="gemv")``, which does both).
     ``config``: (BLOCK_N, ROWS, CHUNKS, num_warps) instead of the autotuner's choice (the
     config benchmark, benchmarks/gpu/gemv_configs.py); its ROWS * CHUNKS must divide K / 8
-    and ROWS the group's rows of words. ``pdl``: launched as a programmatic dependent
-    (pdl.py; ignored where PDL is not supported)."""
+    and ROWS the group's rows of words."""
     m, k = x.shape
     n = qweight.shape[1]
     out = torch.empty((m, n), dtype=x.dtype, device=x.device)
@@ -262,7 +253,7 @@ def launch(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
         return out
     ws, counts = workspace(x.device, n)
     kwargs = dict(GROUP_SIZE=group_size, BLOCK_M=triton.next_power_of_2(m),
-                  PTX=not is_interpreted(_gemv_kernel), PDL=False)
+                  PTX=not is_interpreted(_gemv_kernel))
     tuned = None if is_interpreted(_gemv_kernel) else _tuned(group_size)
     if is_interpreted(_gemv_kernel) and config is None:   # small fixed tiles; several
         config = (32, 2, _INTERPRETED_CHUNKS, 4)          # programs sum
@@ -276,8 +267,6 @@ def launch(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
             kwargs.update(num_warps=warps, num_stages=1)
         tuned = None
     kernel = kernel_for(_gemv_kernel, x.device, tuned=tuned)
-    if pdl and not is_interpreted(_gemv_kernel) and supported(x.device):
-        kwargs.update(PDL=True, launch_pdl=True)
 
     def grid(meta):
         check_tiles(triton.cdiv(n, meta["BLOCK_N"]), counts)
