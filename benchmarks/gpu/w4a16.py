@@ -50,8 +50,6 @@ ENGINES = {"bf16": {}, "4bit": {"quantization": "4bit"},
            # the bf16 engine's weight read, which the default keeps in bf16
            "4bit-head": {"quantization": "4bit", "quantize_lm_head": True},
            "4bit-tinygemm": {"quantization": "4bit", "kernel_switches": "w4a16_tinygemm"},
-           # many-row calls dequantized into nn.Linear's [N, K] layout (s20)
-           "4bit-nk": {"quantization": "4bit", "kernel_switches": "w4a16_dequant_nk"},
            "fp8": {"quantization": "fp8"}, "kv-fp8": {"kv_cache_dtype": "fp8"},
            "fp8-kv-fp8": {"quantization": "fp8", "kv_cache_dtype": "fp8"},
            "fp8-quant-kernel": {"quantization": "fp8", "kernel_switches": "fp8_quant_kernel"},

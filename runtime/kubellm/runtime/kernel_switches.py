@@ -32,9 +32,6 @@ HELP = {
                       "PyTorch's int4 GEMM (tinygemm) on a copy of their weights repacked "
                       "at load, where the layer fits it (bf16, 4-bit, no act-order); the "
                       "Triton kernel keeps the larger calls",
-    "w4a16_dequant_nk": "4-bit linear calls of many rows (those dequantized before the "
-                        "matmul) write the weights in nn.Linear's [N, K] layout and multiply "
-                        "them as bf16 weights are (cuBLAS's TN form) instead of [K, N]",
     "fp8_quant_kernel": "FP8 linears quantize their activations per token in one Triton "
                         "kernel (kernels/fp8_quant.py) instead of five torch kernels",
     "decode_long_split": "decode batches too large for split-KV still cut their long "
@@ -53,7 +50,6 @@ class KernelSwitches:
     prefill_attention: bool = False
     prefill_attention_tma: bool = False
     w4a16_tinygemm: bool = False
-    w4a16_dequant_nk: bool = False
     fp8_quant_kernel: bool = False
     mixed_graphs: bool = False
     decode_long_split: bool = False

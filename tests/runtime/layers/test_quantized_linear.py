@@ -152,17 +152,3 @@ def test_tinygemm_copy_serves_decode_rows_and_larger_calls_keep_the_layout(as_ra
     assert "bf16 activations" in fp32.quant_method.add_tinygemm(fp32)
     assert getattr(fp32, "tinygemm", None) is None
 
-
-
-def test_dequant_nk_switch_marks_every_4bit_linear_method(as_rank):
-    """The w4a16_dequant_nk switch at the runner: each 4-bit linear's method asks for the
-    [N, K] dequantization on its many-row CUDA calls (the GPU tests run those); off, none."""
-    from kubellm.runtime.worker.model_runner import _use_dequant_nk
-    as_rank(1, 0)
-    model = torch.nn.Sequential(quantized(ColumnParallelLinear(256, 64), group_size=64),
-                                quantized(RowParallelLinear(64, 256), group_size=32),
-                                ColumnParallelLinear(256, 8))
-    assert not any(m.quant_method.dequant_nk for m in model[:2])
-    _use_dequant_nk(model)
-    assert all(m.quant_method.dequant_nk for m in model[:2])
-    assert model[2].quant_method is None

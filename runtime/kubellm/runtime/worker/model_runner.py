@@ -29,16 +29,6 @@ log = logging.getLogger(__name__)
 _ALL_IDS, _REQUEST_ID = attrgetter("all_token_ids"), attrgetter("request_id")
 
 
-def _use_dequant_nk(model: torch.nn.Module) -> None:
-    """The w4a16_dequant_nk switch: every 4-bit linear dequantizes many-row calls into
-    nn.Linear's [N, K] layout."""
-    methods = {id(m.quant_method): m.quant_method for m in model.modules()
-               if hasattr(getattr(m, "quant_method", None), "dequant_nk")}
-    for method in methods.values():
-        method.dequant_nk = True
-    log.info("w4a16_dequant_nk: %d 4-bit linear methods dequantize into [N, K]", len(methods))
-
-
 def _use_tinygemm(model: torch.nn.Module) -> None:
     """The w4a16_tinygemm switch: each 4-bit linear that tinygemm takes gets its copy."""
     taken, kept = 0, {}
@@ -88,8 +78,6 @@ class ModelRunner:
             layer.switches = self.switches
         if self.switches.w4a16_tinygemm and device.type == "cuda":
             _use_tinygemm(model)
-        if self.switches.w4a16_dequant_nk:
-            _use_dequant_nk(model)
         if self.switches.fp8_quant_kernel:   # used where torch._scaled_mm runs
             _use_fp8_quant_kernel(model)
         self.vocab_size = model.args.vocab_size

@@ -35,9 +35,6 @@ class QuantizedLinearMethod:
     def __init__(self, spec: LinearQuantSpec):
         self.spec = spec
         self.loaded_g_idx = False
-        # the w4a16_dequant_nk switch: calls w4a16_gemm would dequantize ("dequant") write
-        # nn.Linear's W^T [N, K] and multiply in cuBLAS's TN form instead ("dequant-nk")
-        self.dequant_nk = False
 
     def create_weights(self, layer: nn.Module, name: str) -> None:
         spec = self.spec
@@ -148,15 +145,9 @@ class QuantizedLinearMethod:
             from kubellm.kernels.tinygemm import int4pack_mm
             y = int4pack_mm(flat.contiguous(), *packed, spec.group_size)
         elif x.is_cuda:
-            from kubellm.kernels.w4a16_gemm import default_variant, w4a16_gemm
-            flat = flat if flat.stride(-1) == 1 else flat.contiguous()
-            variant = None
-            if self.dequant_nk and default_variant(
-                    flat, layer.qweight.shape[0] * codes_per_word(spec.bits),
-                    spec.group_size, spec.bits, layer.g_idx is not None) == "dequant":
-                variant = "dequant-nk"
-            y = w4a16_gemm(flat, layer.qweight, layer.scales, layer.biases, spec.group_size,
-                           spec.bits, layer.g_idx, variant=variant)
+            from kubellm.kernels.w4a16_gemm import w4a16_gemm
+            y = w4a16_gemm(flat if flat.stride(-1) == 1 else flat.contiguous(), layer.qweight,
+                           layer.scales, layer.biases, spec.group_size, spec.bits, layer.g_idx)
         else:  # CPU: dequantize this layer for this call (into reused buffers), matmul
             w = dequantize_reusing(layer.qweight, layer.scales, layer.biases,
                                    spec.group_size, spec.bits, layer.g_idx, x.dtype)
