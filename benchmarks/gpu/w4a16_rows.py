@@ -26,9 +26,7 @@ from benchmarks.gpu.w4a16 import COLD_BYTES, GEMM_SHAPES, SMOKE_GEMM_SHAPES, cal
 ROWS = (32, 64, 128, 256, 512, 2048, 8192)
 SMOKE_ROWS = (3, 40)
 GEMM_TC_ROWS = 512   # gemm-tc past this: 0.78-1.37x "dot" at 128-1024 rows (calls 44-45)
-# "dequant-nk" (s20): W^T written [N, K] and multiplied in cuBLAS's TN form, as F.linear
-# multiplies bf16 weights
-VARIANTS = ("dot", "gemm-tc", "dequant", "dequant-nk")
+VARIANTS = ("dot", "gemm-tc", "dequant")
 
 
 def run(smoke: bool, row_counts: tuple[int, ...]) -> dict:
@@ -84,8 +82,8 @@ def run(smoke: bool, row_counts: tuple[int, ...]) -> dict:
             print("rows", json.dumps({"k": k, "n": n, "m": m, "best": best} | {
                 v: per[v]["us"] for v in per}), flush=True)
         del copies, dense, scratch
-    wins = [r["m"] for r in rows_out if r["best"].startswith("dequant")]
-    loses = [r["m"] for r in rows_out if not r["best"].startswith("dequant")]
+    wins = [r["m"] for r in rows_out if r["best"] == "dequant"]
+    loses = [r["m"] for r in rows_out if r["best"] != "dequant"]
     # the smallest row count from which dequant wins at every shape and every larger count
     from_rows = min((m for m in sorted(set(wins)) if all(l < m for l in loses)), default=None)
     print("dequant wins at every shape from", from_rows, "rows", flush=True)

@@ -34,15 +34,14 @@ def _dequant_kernel(
     scale_ptr,    # [num_groups, N]
     bias_ptr,     # [num_groups, N]
     gidx_ptr,     # [K] int32 group of each K row (HAS_G_IDX)
-    out_ptr,      # [K, N] in x's dtype; [N, K] if TRANSPOSED
+    out_ptr,      # [K, N] in x's dtype
     K, N,
-    stride_qk, stride_sg, stride_ok,   # stride_ok: out's row stride (of N rows if TRANSPOSED)
+    stride_qk, stride_sg, stride_ok,
     BITS: tl.constexpr,
     GROUP_SIZE: tl.constexpr,
     HAS_G_IDX: tl.constexpr,
     BLOCK_WORDS: tl.constexpr,   # K rows of words per program: BLOCK_WORDS * PACK rows
     BLOCK_N: tl.constexpr,
-    TRANSPOSED: tl.constexpr,    # write W^T [N, K] (nn.Linear's layout), K contiguous
 ):
     PACK: tl.constexpr = 32 // BITS
     pid_w = tl.program_id(0)
@@ -75,14 +74,8 @@ def _dequant_kernel(
         scale = tl.load(scale_ptr + at, mask=col_ok, other=0.0)[None, None, :]
         bias = tl.load(bias_ptr + at, mask=col_ok, other=0.0)[None, None, :]
     w = codes.to(tl.float32) * scale.to(tl.float32) + bias.to(tl.float32)
-    w = w.to(out_ptr.dtype.element_ty)
-    if TRANSPOSED:   # [BLOCK_N, K rows]: a word's codes are PACK neighbours along K
-        k_rows = pid_w * BLOCK_WORDS * PACK + tl.arange(0, BLOCK_WORDS * PACK)
-        tl.store(out_ptr + cols[:, None] * stride_ok + k_rows[None, :],
-                 tl.trans(tl.reshape(w, (BLOCK_WORDS * PACK, BLOCK_N))),
-                 mask=col_ok[:, None] & (k_rows < K)[None, :])
-    else:
-        tl.store(out_ptr + rows * stride_ok + cols[None, None, :], w, mask=mask)
+    tl.store(out_ptr + rows * stride_ok + cols[None, None, :],
+             w.to(out_ptr.dtype.element_ty), mask=mask)
 
 
 # memory-bound (half a byte read, two written per weight): a few tile shapes, tuned per
@@ -90,22 +83,19 @@ def _dequant_kernel(
 _CONFIGS = [triton.Config({"BLOCK_WORDS": w, "BLOCK_N": n}, num_warps=nw)
             for w, n, nw in ((4, 256, 4), (8, 128, 4), (2, 512, 4), (8, 256, 8))]
 _tuned = triton.autotune(configs=_CONFIGS, key=["K", "N", "BITS", "GROUP_SIZE",
-                                                "HAS_G_IDX", "TRANSPOSED"])(_dequant_kernel)
+                                                "HAS_G_IDX"])(_dequant_kernel)
 _INTERPRETED = {"BLOCK_WORDS": 2, "BLOCK_N": 32}
 
 
 def dequantize_into(out: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
                     biases: torch.Tensor, group_size: int, bits: int,
-                    g_idx: torch.Tensor | None = None, transposed: bool = False
-                    ) -> torch.Tensor:
+                    g_idx: torch.Tensor | None = None) -> torch.Tensor:
     """Fill ``out`` [K, N] (last dim contiguous; a column slice of a wider matrix is fine)
-    with the weights of ``qweight`` [K // PACK, N] (last dim contiguous); ``transposed``:
-    ``out`` is [N, K] and gets W^T."""
+    with the weights of ``qweight`` [K // PACK, N] (last dim contiguous)."""
     pack = codes_per_word(bits)
-    n, k = out.shape if transposed else (out.shape[1], out.shape[0])
+    k, n = out.shape
     kernel = kernel_for(_dequant_kernel, out.device, tuned=_tuned)
-    kwargs = dict(BITS=bits, GROUP_SIZE=group_size, HAS_G_IDX=g_idx is not None,
-                  TRANSPOSED=transposed)
+    kwargs = dict(BITS=bits, GROUP_SIZE=group_size, HAS_G_IDX=g_idx is not None)
     if is_interpreted(_dequant_kernel):
         kwargs.update(_INTERPRETED)
     grid = lambda meta: (triton.cdiv(k // pack, meta["BLOCK_WORDS"]),  # noqa: E731
@@ -117,24 +107,22 @@ def dequantize_into(out: torch.Tensor, qweight: torch.Tensor, scales: torch.Tens
 
 def launch(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
            biases: torch.Tensor, group_size: int, bits: int,
-           g_idx: torch.Tensor | None = None, transposed: bool = False) -> torch.Tensor:
+           g_idx: torch.Tensor | None = None) -> torch.Tensor:
     """x [M, K] @ W -> new [M, N] in x's dtype: W dequantized (in slabs of columns of at
-    most SLAB_ELEMENTS weights), then torch.mm. ``transposed``: W^T written [N, K] and
-    multiplied as F.linear multiplies a bf16 nn.Linear (cuBLAS's TN form)."""
+    most SLAB_ELEMENTS weights), then torch.mm."""
     m, k = x.shape
     n = qweight.shape[1]
     cols = n if k * n <= SLAB_ELEMENTS else max(128, SLAB_ELEMENTS // k // 128 * 128)
-    shape = (cols, k) if transposed else (k, cols)
     if cols >= n:
-        w = dequantize_into(torch.empty(shape, dtype=x.dtype, device=x.device), qweight,
-                            scales, biases, group_size, bits, g_idx, transposed)
-        return torch.mm(x, w.t() if transposed else w)
+        w = dequantize_into(torch.empty((k, n), dtype=x.dtype, device=x.device), qweight,
+                            scales, biases, group_size, bits, g_idx)
+        return torch.mm(x, w)
     out = torch.empty((m, n), dtype=x.dtype, device=x.device)
-    w = torch.empty(shape, dtype=x.dtype, device=x.device)
+    w = torch.empty((k, cols), dtype=x.dtype, device=x.device)
     for start in range(0, n, cols):
         stop = min(n, start + cols)
-        part = dequantize_into(w[:stop - start] if transposed else w[:, :stop - start],
-                               qweight[:, start:stop], scales[:, start:stop],
-                               biases[:, start:stop], group_size, bits, g_idx, transposed)
-        torch.mm(x, part.t() if transposed else part, out=out[:, start:stop])
+        part = dequantize_into(w[:, :stop - start], qweight[:, start:stop],
+                               scales[:, start:stop], biases[:, start:stop], group_size,
+                               bits, g_idx)
+        torch.mm(x, part, out=out[:, start:stop])
     return out

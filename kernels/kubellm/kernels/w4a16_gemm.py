@@ -154,8 +154,7 @@ _prefill_tuned = triton.autotune(configs=_configs(False), key=_KEY)(_w4a16_kerne
 # per weight and read DRAM at 18-24% of its peak -- bound by issuing instructions, not
 # by the read. Codes made bf16 by integer ops with the scale after the dot, and a dot per
 # code position, lost to "dot" (1.1-1.5x and 1.2-3.9x slower) and were removed.
-VARIANTS = ("gemv", "gemv-tc", "gemm-tc", "dot", "dot-rows", "dot-zeros", "dequant",
-            "dequant-nk")
+VARIANTS = ("gemv", "gemv-tc", "gemm-tc", "dot", "dot-rows", "dot-zeros", "dequant")
 DEFAULT_VARIANT = "dot"   # the dot kernel's tiling follows M (decode or prefill) ...
 GEMV_MAX_M = w4a16_gemv.MAX_M  # ... but calls of few rows that a GEMV kernel takes go to it:
 # one row to "gemv" (FFMA), which beat "dot" at 1-2 rows on every shape (call 30: 1.6-2.5x
@@ -250,9 +249,8 @@ def w4a16_gemm(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
         if why_not:
             raise ValueError(f"the {variant} variant does not take {why_not}")
         return kernel_module.launch(x, qweight, scales, biases, group_size)
-    if variant in ("dequant", "dequant-nk"):   # -nk: W^T written [N, K], cuBLAS's TN form
-        return w4a16_dequant.launch(x, qweight, scales, biases, group_size, bits, g_idx,
-                                    transposed=variant == "dequant-nk")
+    if variant == "dequant":
+        return w4a16_dequant.launch(x, qweight, scales, biases, group_size, bits, g_idx)
     zeros = decode and variant == "dot-zeros"
     out = torch.zeros((m, n), dtype=torch.float32, device=x.device) if zeros else \
         torch.empty((m, n), dtype=x.dtype, device=x.device)
