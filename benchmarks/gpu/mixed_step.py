@@ -82,7 +82,10 @@ def kernel_table(profile, top: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--layers", type=int, default=32)
+    ap.add_argument("--shape", default="llama3-8b",
+                    choices=["llama3-8b", "qwen3-8b", "qwen2.5-0.5b"],
+                    help="the model shape (benchmarks/common/shapes.py; --smoke: a tiny Llama)")
+    ap.add_argument("--layers", type=int, help="layers (default: the shape's own)")
     ap.add_argument("--decodes", type=int, default=20)
     ap.add_argument("--context", type=int, default=512)
     ap.add_argument("--prompt", type=int, default=512, help="tokens of each new prompt")
@@ -108,10 +111,11 @@ def main(argv: list[str] | None = None) -> int:
     from kubellm.runtime.cli.bench.steady import fill_until_decoding
     from kubellm.runtime.core.gc_heap import freeze_startup_heap
 
-    from benchmarks.common.shapes import LLAMA3_8B, SMOKE_LLAMA, write_config
+    from benchmarks.common.shapes import LLAMA3_8B, SHAPES, SMOKE_LLAMA, write_config
     small = SMOKE_LLAMA if args.smoke else {}
-    model_dir = write_config(LLAMA3_8B, Path(tempfile.mkdtemp()) / "m",
-                             num_hidden_layers=args.layers, **small)
+    layers = {"num_hidden_layers": args.layers} if args.layers else {}
+    model_dir = write_config(LLAMA3_8B if args.smoke else SHAPES[args.shape],
+                             Path(tempfile.mkdtemp()) / "m", **layers, **small)
     llm = LLM(model_dir, load_format="dummy", skip_tokenizer_init=True,
               max_model_len=args.max_model_len,
               max_num_seqs=256, max_num_batched_tokens=8192,
@@ -168,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
         (out / f"mixed_step_profile_{name}.txt").write_text(table)
         print(f"--- {name} step (+ the next), by device time ---\n{table}", flush=True)
     (out / "mixed_step.json").write_text(json.dumps(
-        {"summary": summary, "layers": args.layers, "decodes": args.decodes, "context": args.context,
+        {"summary": summary, "shape": "smoke" if args.smoke else args.shape,
+         "layers": args.layers, "decodes": args.decodes, "context": args.context,
          "prompt": args.prompt, "prompts": args.prompts, "rows": rows}, indent=1))
     return 0
 

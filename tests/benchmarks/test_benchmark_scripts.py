@@ -49,6 +49,7 @@ def test_mixed_step_smoke_times_arrivals_and_profiles_both_steps(tmp_path):
                "--context", 16, "--prompt", 24, "--prompts", 2, "--repeats", 2,
                "--top", 5, "--max-model-len", 4096, "--out", tmp_path)
     result = json.loads((tmp_path / "mixed_step.json").read_text())
+    assert result["shape"] == "smoke" and result["layers"] == 1
     assert [r["arrival"] for r in result["rows"]] == [0, 1]
     # each arrival adds both prompts beside the 3 decodes (and the first arrival's 2)
     assert [r["requests"] for r in result["rows"]] == [5, 7]
