@@ -180,7 +180,9 @@ class Scheduler:
             if pending and len(request.output_token_ids) + pending >= request.max_tokens:
                 continue  # its late token is its last: it finishes when that lands
             computed = request.num_computed_tokens
-            num_new = min(target - computed, budget)
+            num_new = target - computed
+            if num_new > budget:          # min(), without the call
+                num_new = budget
             if computed + num_new > request.num_kv_noop_tokens:
                 if allocate(request.request_id, request.all_token_ids,
                             computed + num_new) is None \
