@@ -17,4 +17,5 @@ PYTHON=/work/main/.venv/bin/python bash benchmarks/cpu/ab_host_overhead.sh 3a671
 # (bf2e1dd: benchmarks.gpu.host_profile freezes the startup heap; not run here)
 # dropped (the commit dropped from the branch; its A/B kept):
 #   ab_dropped_logprobs_dict.txt      bf2e1dd -> 1753e33  no logprobs dict when no row asked (3 and 5 rounds)
+#   ab_dropped_partial_search.txt     b6ea1c3 -> 6bef065  no partial-prefill search after an all-decoding launch
 # A/A (3a6713b both sides, 3 rounds, streamed) to size the noise: host 0.807 / 0.803 ms
