@@ -41,8 +41,8 @@ def main() -> int:
     ap.add_argument("--no-async-scheduling", action="store_true",
                     help="wait for every step (the engine's async scheduling off)")
     ap.add_argument("--no-gc-freeze", action="store_true",
-                    help="leave the startup heap to the collector (the engine core "
-                         "process freezes it: freeze_startup_heap)")
+                    help="leave the collector as Python sets it up (the engine core "
+                         "process freezes its startup heap: freeze_startup_heap)")
     args = ap.parse_args()
     if args.clock == "cpu":
         time.perf_counter = time.thread_time      # every timer in the process, engine's too
@@ -68,11 +68,17 @@ def main() -> int:
               num_kv_blocks=args.batch * (args.context + args.steps + 32) // 16 + 16,
               async_scheduling=not args.no_async_scheduling)
     engine = llm.engine
-    # the engine core's freeze_startup_heap, spelled out here (ab_host_overhead.sh runs
-    # this file on commits from before it)
+    # what the engine core process does after startup, as the commit under test has it
+    # (its freeze_startup_heap); spelled out for commits from before it
+    # (ab_host_overhead.sh runs this file on older commits)
     if not args.no_gc_freeze:
-        gc.collect()
-        gc.freeze()
+        try:
+            from kubellm.runtime.core.gc_heap import freeze_startup_heap
+        except ImportError:
+            gc.collect()
+            gc.freeze()
+        else:
+            freeze_startup_heap()
     rng = random.Random(0)
     params = SamplingParams(temperature=0, max_tokens=args.steps + 8, ignore_eos=True,
                             detokenize=False, output_kind=args.output_kind)

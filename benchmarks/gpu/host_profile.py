@@ -65,8 +65,13 @@ def main() -> int:
                              num_hidden_layers=args.layers, **small)
     llm = LLM(model_dir, load_format="dummy", skip_tokenizer_init=True, max_model_len=4096,
               max_num_seqs=args.batch, max_num_batched_tokens=8192)
+    # as the engine core process does after startup: no full collections over the
+    # startup heap, no young collection every streamed step (gc_heap.py)
+    from kubellm.runtime.core.gc_heap import freeze_startup_heap, thaw_startup_heap
+    freeze_startup_heap()
     results = [profile_mode(llm, ahead, args.batch, args.context, args.steps)
                for ahead in (False, True)]
+    thaw_startup_heap()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     for r in results:

@@ -1,5 +1,6 @@
-"""freeze_startup_heap: startup's survivors go to the permanent generation (run in a
-fresh interpreter: freezing this test process's heap would outlive the test)."""
+"""freeze_startup_heap: startup's survivors go to the permanent generation and the young
+generation's threshold goes up (run in a fresh interpreter: freezing this test
+process's heap would outlive the test)."""
 from __future__ import annotations
 
 import subprocess
@@ -9,12 +10,13 @@ from tests.paths import ROOT
 
 SCRIPT = """
 import gc
-from kubellm.runtime.core.gc_heap import freeze_startup_heap
+from kubellm.runtime.core.gc_heap import YOUNG_THRESHOLD, freeze_startup_heap
 kept = [[i] for i in range(10_000)]          # long-lived, built at "startup"
 assert gc.get_freeze_count() == 0
 frozen = freeze_startup_heap()
 assert frozen >= 10_000, frozen
 assert gc.get_count()[2] == 0 and all(not gc.is_finalized(x) for x in kept[:3])
+assert gc.get_threshold() == (YOUNG_THRESHOLD, 10, 10)   # the older two as CPython's
 print(frozen)
 """
 

@@ -41,3 +41,41 @@ def test_one_sequence_output_fills_every_field_by_name():
         assert (completion.finish_reason, completion.stop_reason) == \
             (("stop", 8) if finished else (None, None))
         assert ("r" in processor.groups) is not finished
+
+
+def test_streamed_running_row_is_the_output_make_output_gives():
+    """process() builds a running one-sequence output in its loop (inlined): field for
+    field what _make_output builds."""
+    group = _group(finished=False)
+    [seq] = group.sequences
+    seq.all_token_ids += [7, 8]
+    processor = OutputProcessor(scheduler=None, eos_token_ids={0}, max_model_len=64)
+    processor.groups["r"] = group
+    [out] = processor.process([seq], {"r#0": {8: -0.125}})
+    assert out == processor._make_output(group)
+    assert list(out.outputs[0].logprobs) == [{7: -0.5}, {8: -0.25}, {8: -0.125}]
+
+
+def _running(request_id: str, n: int, output_kind: str) -> Group:
+    params = SamplingParams(n=n, output_kind=output_kind)
+    seqs = [Request(f"{request_id}#{i}", [1, 2], params, index=i) for i in range(n)]
+    group = Group(request_id, None, [1, 2], seqs, [""] * n, 0.0)
+    for seq in seqs:
+        seq.group = group
+        seq.status = Status.RUNNING
+        seq.append_token(5)
+    return group
+
+
+def test_outputs_come_in_the_order_requests_were_first_touched():
+    """A request of n > 1 sequences takes its place at its first row; a final-only one
+    whose sequences are not all done gives no output."""
+    for kind, expect in (("cumulative", ["b", "a", "c"]), ("final_only", [])):
+        a, b, c = (_running(r, n, kind) for r, n in (("a", 1), ("b", 2), ("c", 1)))
+        processor = OutputProcessor(scheduler=None, eos_token_ids={0}, max_model_len=64)
+        processor.groups.update(a=a, b=b, c=c)
+        rows = [b.sequences[0], a.sequences[0], b.sequences[1], c.sequences[0]]
+        outputs = processor.process(rows, {})
+        assert [o.request_id for o in outputs] == expect
+        if expect:
+            assert [len(o.outputs) for o in outputs] == [2, 1, 1]

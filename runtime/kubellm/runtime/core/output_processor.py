@@ -41,10 +41,14 @@ class OutputProcessor:
     def process(self, progressed: list[Request], logprobs: dict,
                 prompt_logprobs: dict | None = None) -> list[RequestOutput]:
         now = time.monotonic()
-        touched: dict[str, Group] = {}
         if prompt_logprobs:
             self._add_prompt_logprobs(prompt_logprobs)
         self.generation_tokens_total += len(progressed)
+        # in the order each request was first touched; a request of n > 1 sequences
+        # holds its place (None) until the loop is over, as a later row may carry another
+        # of its sequences: ``deferred`` has its place
+        outputs: list = []
+        deferred: dict[Group, int] = {}
         groups, eos, max_len = self.groups, self.eos_token_ids, self.max_model_len
         for seq in progressed:
             if seq.first_token_time is None:
@@ -61,15 +65,35 @@ class OutputProcessor:
                     and (params.ignore_eos or seq.output_token_ids[-1] not in eos) \
                     and len(seq.output_token_ids) < seq.max_tokens \
                     and len(seq.all_token_ids) < max_len:
-                if params.output_kind == "cumulative":
-                    touched[group.request_id] = group
-                continue
-            self._advance_text(seq, group, seq.index)
-            if seq.is_finished or params.output_kind == "cumulative":
-                touched[group.request_id] = group
-        return [self._make_output(g) for g in touched.values()
-                if g.sequences[0].params.output_kind == "cumulative"
-                or all(s.is_finished for s in g.sequences)]
+                if params.output_kind != "cumulative":
+                    continue
+                if len(group.sequences) == 1:   # the hot row: _make_single_output, inlined
+                    tokens, lps = seq.output_token_ids, seq.logprobs
+                    outputs.append(RequestOutput(
+                        group.request_id, group.prompt, group.prompt_token_ids,
+                        [CompletionOutput(0, group.texts[0], PrefixView(tokens, len(tokens)),
+                                          None, None,
+                                          None if lps is None else PrefixView(lps, len(lps)))],
+                        False, seq.num_cached_tokens, group.prompt_logprobs,
+                        {"arrival_time": group.arrival_time,
+                         "first_scheduled_time": seq.first_scheduled_time,
+                         "first_token_time": seq.first_token_time,
+                         "finished_time": None, "num_preemptions": seq.num_preemptions}))
+                    continue
+            else:
+                self._advance_text(seq, group, seq.index)
+                if not seq.is_finished and params.output_kind != "cumulative":
+                    continue
+            if len(group.sequences) == 1:   # nothing later in the step changes it
+                outputs.append(self._make_single_output(group))
+            elif group not in deferred:
+                deferred[group] = len(outputs)
+                outputs.append(None)
+        for group, i in deferred.items():
+            if group.sequences[0].params.output_kind == "cumulative" \
+                    or all(s.is_finished for s in group.sequences):
+                outputs[i] = self._make_output(group)
+        return [o for o in outputs if o is not None] if deferred else outputs
 
     def _add_prompt_logprobs(self, prompt_logprobs: dict) -> None:
         """Append a prefill chunk's prompt logprobs to its request's list. A request
@@ -137,8 +161,8 @@ class OutputProcessor:
                      "num_preemptions": sum(s.num_preemptions for s in group.sequences)})
 
     def _make_single_output(self, group: Group) -> RequestOutput:
-        """``_make_output`` for the common n == 1: no per-sequence generators (this runs
-        for every running request on every streamed step)."""
+        """``_make_output`` for the common n == 1: no per-sequence generators (a running
+        row of the common case, streamed, is built in ``process``'s loop instead)."""
         seq = group.sequences[0]
         finished = seq.status is Status.FINISHED
         if finished:

@@ -161,7 +161,6 @@ class Scheduler:
         budget = self.max_num_batched_tokens
         if self.policy == "timeslice" and self.waiting:
             self._yield_expired_slices(out)
-        scheduled_ids: set[str] = set()
         # the hot loop of every step (each running request): locals, no properties, no
         # KV call while the request's blocks already cover the step (it fills a block
         # only every block_size tokens), and the allocation's hot path tried before the
@@ -180,22 +179,22 @@ class Scheduler:
             if pending and len(request.output_token_ids) + pending >= request.max_tokens:
                 continue  # its late token is its last: it finishes when that lands
             computed = request.num_computed_tokens
-            num_new = min(target - computed, budget)
+            num_new = target - computed
+            if num_new > budget:          # min(), without the call
+                num_new = budget
             if computed + num_new > request.num_kv_noop_tokens:
                 if allocate(request.request_id, request.all_token_ids,
                             computed + num_new) is None \
-                        and not self._allocate_or_preempt(request, num_new, out,
-                                                          scheduled_ids):
+                        and not self._allocate_or_preempt(request, num_new, out):
                     continue
                 request.num_kv_noop_tokens = noop_tokens(request.request_id)
             add_request(request)          # the row (SchedulerOutput.add, inlined: hot)
             add_num_new(num_new)
             add_start(computed)
             add_samples(computed + num_new == target)
-            scheduled_ids.add(request.request_id)
             budget -= num_new
         if not out.preempted:
-            budget = self._admit_waiting(out, budget, scheduled_ids)
+            budget = self._admit_waiting(out, budget)
         if out.requests:
             self.iteration_tokens.observe(self.max_num_batched_tokens - budget)
         return out
@@ -252,12 +251,12 @@ class Scheduler:
             return (-request.priority, request.arrival_time)
         return (request.arrival_time,)
 
-    def _allocate_or_preempt(self, request, num_new, out, scheduled_ids) -> bool:
+    def _allocate_or_preempt(self, request, num_new, out) -> bool:
         while True:
             if self.kv.allocate(request.request_id, request.all_token_ids,
                                 request.num_computed_tokens + num_new) is not None:
                 return True
-            victim = self._pick_victim(exclude=scheduled_ids)
+            victim = self._pick_victim(exclude=set(out.requests))
             self._preempt(victim, out)
             if victim is request:
                 return False
@@ -266,10 +265,10 @@ class Scheduler:
         self.kv.free(request.request_id)
         request.num_kv_noop_tokens = 0   # no blocks: the next step must allocate
 
-    def _pick_victim(self, exclude: Iterable[str] = ()) -> Request:
+    def _pick_victim(self, exclude: Iterable[Request] = ()) -> Request:
         # never a request already placed in this step's batch; ``request`` itself is
         # always a candidate, so this cannot come up empty
-        candidates = [r for r in self.running if r.request_id not in exclude]
+        candidates = [r for r in self.running if r not in exclude]
         return max(candidates, key=self._rank)
 
     def _preempt(self, request: Request, out: SchedulerOutput) -> None:
@@ -302,13 +301,13 @@ class Scheduler:
             return min(ready, key=self._rank, default=None)
         return next(ready, None)
 
-    def _admit_waiting(self, out: SchedulerOutput, budget: int, scheduled_ids: set[str]) -> int:
+    def _admit_waiting(self, out: SchedulerOutput, budget: int) -> int:
         while budget > 0:
             request = self._next_waiting()
             if request is None:
                 break
             if len(self.running) >= self.max_num_seqs:
-                freed = self._preempt_for(request, out, scheduled_ids)
+                freed = self._preempt_for(request, out)
                 if freed is None:
                     break
                 budget += freed
@@ -321,7 +320,7 @@ class Scheduler:
             num_new = min(request.num_tokens - num_computed, budget)
             if self.kv.allocate(request.request_id, request.all_token_ids,
                                 num_computed + num_new, cached) is None:
-                freed = self._preempt_for(request, out, scheduled_ids)
+                freed = self._preempt_for(request, out)
                 if freed is None:
                     break
                 budget += freed
@@ -337,11 +336,10 @@ class Scheduler:
             self.running.append(request)
             out.add(request, num_new, num_computed,
                     num_computed + num_new == request.num_scheduled_tokens)
-            scheduled_ids.add(request.request_id)
             budget -= num_new
         return budget
 
-    def _preempt_for(self, request, out, scheduled_ids) -> int | None:
+    def _preempt_for(self, request, out) -> int | None:
         """Priority policy: make room for ``request`` by preempting the lowest-ranked
         running request of strictly lower priority, taking it out of this step's batch
         if it was in it. Returns the tokens of budget that gives back, None if no victim."""
@@ -352,8 +350,7 @@ class Scheduler:
             return None
         victim = max(candidates, key=self._rank)
         freed = 0
-        if victim.request_id in scheduled_ids:
+        if any(r is victim for r in out.requests):   # in this step's batch already
             freed = out.remove(victim)
-            scheduled_ids.discard(victim.request_id)
         self._preempt(victim, out)
         return freed
