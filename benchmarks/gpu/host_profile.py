@@ -1,8 +1,10 @@
 """Where a decode step's host time goes on the GPU machine, with async scheduling on and
 off: per-phase host ms, time blocked on the device, device busy/idle per step (CUDA
-events), and a cProfile of the steps. Llama-3-8B shape with ``--layers`` layers.
+events), and a cProfile of the steps. Llama-3-8B shape (or ``--shape``), its own layers or
+``--layers``.
 
     python -m benchmarks.gpu.host_profile --layers 32 --batch 256 --context 512 --out DIR
+    python -m benchmarks.gpu.host_profile --shape qwen2.5-0.5b --batch 256 --out DIR
     python -m benchmarks.gpu.host_profile --smoke --layers 1 --batch 4 --context 16 --out DIR
 """
 from __future__ import annotations
@@ -49,7 +51,10 @@ def profile_mode(llm, run_ahead: bool, batch: int, context: int, steps: int) -> 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--layers", type=int, default=32)
+    ap.add_argument("--shape", default="llama3-8b",
+                    choices=["llama3-8b", "qwen3-8b", "qwen2.5-0.5b"],
+                    help="the model shape (benchmarks/common/shapes.py; --smoke: a tiny Llama)")
+    ap.add_argument("--layers", type=int, help="layers (default: the shape's own)")
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--context", type=int, default=512)
     ap.add_argument("--steps", type=int, default=32)
@@ -59,10 +64,12 @@ def main() -> int:
     args = ap.parse_args()
     from kubellm.runtime import LLM
 
-    from benchmarks.common.shapes import LLAMA3_8B, SMOKE_LLAMA, write_config
+    from benchmarks.common.shapes import LLAMA3_8B, SHAPES, SMOKE_LLAMA, write_config
     small = SMOKE_LLAMA if args.smoke else {}
-    model_dir = write_config(LLAMA3_8B, Path(tempfile.mkdtemp()) / "m",
-                             num_hidden_layers=args.layers, **small)
+    shape = LLAMA3_8B if args.smoke else SHAPES[args.shape]
+    layers = args.layers or shape["num_hidden_layers"]
+    model_dir = write_config(shape, Path(tempfile.mkdtemp()) / "m",
+                             num_hidden_layers=layers, **small)
     llm = LLM(model_dir, load_format="dummy", skip_tokenizer_init=True, max_model_len=4096,
               max_num_seqs=args.batch, max_num_batched_tokens=8192)
     # as the engine core process does after startup: no full collections over the
@@ -76,8 +83,9 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     for r in results:
         (out / f"host_profile_async_{r['async_scheduling']}.txt").write_text(r.pop("profile"))
-        print(json.dumps({"layers": args.layers, "batch": args.batch, **r}), flush=True)
-    (out / f"host_profile_{args.layers}l.json").write_text(json.dumps(results, indent=1))
+        print(json.dumps({"shape": args.shape, "layers": layers, "batch": args.batch, **r}),
+              flush=True)
+    (out / f"host_profile_{args.shape}_{layers}l.json").write_text(json.dumps(results, indent=1))
     return 0
 
 

@@ -23,7 +23,7 @@ def test_workload_w_smoke_writes_figures(tmp_path):
 def test_host_profile_smoke_writes_both_modes(tmp_path):
     run_module("benchmarks.gpu.host_profile", "--smoke", "--layers", 1, "--batch", 4,
                "--context", 16, "--steps", 4, "--out", tmp_path)
-    results = json.loads((tmp_path / "host_profile_1l.json").read_text())
+    results = json.loads((tmp_path / "host_profile_llama3-8b_1l.json").read_text())
     assert [r["async_scheduling"] for r in results] == [False, True]
     for r in results:
         assert is_figure(r["step_ms"]) and is_figure(r["host_ms"])
