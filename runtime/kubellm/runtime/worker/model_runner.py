@@ -169,7 +169,9 @@ class ModelRunner:
         hidden = self.forward(token_ids, positions, meta)
         handle = StepHandle([], None)
         if requests:
-            logits = self.model.compute_logits(hidden[sample_rows]).float()
+            # in the model's dtype: the sampler's all-greedy argmax reads them as they are,
+            # every other path takes its own fp32 copy (Sampler.sample)
+            logits = self.model.compute_logits(hidden[sample_rows])
             # the very list of the step before (steady decode): the same rows, so the
             # same row index per request id (no dict built again)
             steady = ahead_of is not None and requests is ahead_of.requests

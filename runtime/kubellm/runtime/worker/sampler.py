@@ -88,7 +88,11 @@ class Sampler:
             constraints = [s.constraints for s in states]
             if not any(c is not None for c in constraints):
                 constraints = None
-        # Fast path: an all-greedy batch without penalties or min_tokens is one argmax.
+        # Fast path: an all-greedy batch without penalties or min_tokens is one argmax, on
+        # the logits in the model's dtype: a 16-bit value widened to fp32 is the same
+        # number, so the same row wins (and ties break alike), without writing and reading
+        # an fp32 copy (at 200 rows of a 152k vocabulary, ~0.15 ms of a 2 ms decode step
+        # of Qwen2.5-0.5B's shape on the H200, s20 call 72)
         if constraints is None and facts.plain_greedy(states):
             sampled = logits.argmax(dim=-1)
         else:
