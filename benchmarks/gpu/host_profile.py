@@ -19,6 +19,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from benchmarks.common.shapes import SHAPES
+
 
 def profile_mode(llm, run_ahead: bool, batch: int, context: int, steps: int) -> dict:
     vocab = llm.engine.vocab_size
@@ -52,7 +54,7 @@ def profile_mode(llm, run_ahead: bool, batch: int, context: int, steps: int) -> 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--shape", default="llama3-8b",
-                    choices=["llama3-8b", "qwen3-8b", "qwen2.5-0.5b"],
+                    choices=sorted(SHAPES),
                     help="the model shape (benchmarks/common/shapes.py; --smoke: a tiny Llama)")
     ap.add_argument("--layers", type=int, help="layers (default: the shape's own)")
     ap.add_argument("--batch", type=int, default=256)
@@ -64,7 +66,7 @@ def main() -> int:
     args = ap.parse_args()
     from kubellm.runtime import LLM
 
-    from benchmarks.common.shapes import LLAMA3_8B, SHAPES, SMOKE_LLAMA, write_config
+    from benchmarks.common.shapes import LLAMA3_8B, SMOKE_LLAMA, write_config
     small = SMOKE_LLAMA if args.smoke else {}
     shape = LLAMA3_8B if args.smoke else SHAPES[args.shape]
     layers = args.layers or shape["num_hidden_layers"]

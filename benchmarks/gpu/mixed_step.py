@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.common.shapes import SHAPES
+
 
 def sync() -> None:
     import torch
@@ -83,7 +85,7 @@ def kernel_table(profile, top: int) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--shape", default="llama3-8b",
-                    choices=["llama3-8b", "qwen3-8b", "qwen2.5-0.5b"],
+                    choices=sorted(SHAPES),
                     help="the model shape (benchmarks/common/shapes.py; --smoke: a tiny Llama)")
     ap.add_argument("--layers", type=int, help="layers (default: the shape's own)")
     ap.add_argument("--decodes", type=int, default=20)
@@ -111,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     from kubellm.runtime.cli.bench.steady import fill_until_decoding
     from kubellm.runtime.core.gc_heap import freeze_startup_heap
 
-    from benchmarks.common.shapes import LLAMA3_8B, SHAPES, SMOKE_LLAMA, write_config
+    from benchmarks.common.shapes import LLAMA3_8B, SMOKE_LLAMA, write_config
     small = SMOKE_LLAMA if args.smoke else {}
     layers = {"num_hidden_layers": args.layers} if args.layers else {}
     model_dir = write_config(LLAMA3_8B if args.smoke else SHAPES[args.shape],
