@@ -1,0 +1,8 @@
+# 2026-12-04 (session s21), this repository's 2-core machine: issue 20's chat workload
+# (benchmarks/gpu/varlen.py's lengths, seeds 0 and 1) through the real scheduler on the
+# CPU with call 74's batch limits and KV blocks, queued in the prompts' order and longest
+# max_tokens first (LLM.generate's order since this session); chat.jsonl
+OMP_NUM_THREADS=1 python -m benchmarks.cpu.offline_order --seeds 0,1 > chat.jsonl
+# the caller's order matches call 74's H200 run step for step (1,072 / 1,073 steps, 181 /
+# 278 decode steps of at most 32 sequences); longest first: 1,024 steps, the longest
+# output. The step-cost model puts the gain at 0.5% on the H200 (modeled_speedup).
