@@ -30,6 +30,18 @@ def _snapshot(items: list, finished: bool):
     return items if finished else PrefixView(items, len(items))
 
 
+def _metrics(seq: Request, group: Group, finished_time: float | None = None) -> dict:
+    """A one-sequence request's output metrics. A running output's hold until the request
+    is preempted (the scheduler then drops ``seq.output_metrics``) or finishes (the
+    finished output gets a dict of its own): the caller keeps them in
+    ``seq.output_metrics`` and hands that same dict to every step's output, so a dict
+    must never be changed once built."""
+    return {"arrival_time": group.arrival_time,
+            "first_scheduled_time": seq.first_scheduled_time,
+            "first_token_time": seq.first_token_time,
+            "finished_time": finished_time, "num_preemptions": seq.num_preemptions}
+
+
 class OutputProcessor:
     def __init__(self, scheduler, eos_token_ids: set[int], max_model_len: int):
         self.scheduler = scheduler
@@ -69,16 +81,15 @@ class OutputProcessor:
                     continue
                 if len(group.sequences) == 1:   # the hot row: _make_single_output, inlined
                     tokens, lps = seq.output_token_ids, seq.logprobs
+                    metrics = seq.output_metrics
+                    if metrics is None:
+                        metrics = seq.output_metrics = _metrics(seq, group)
                     outputs.append(RequestOutput(
                         group.request_id, group.prompt, group.prompt_token_ids,
                         [CompletionOutput(0, group.texts[0], PrefixView(tokens, len(tokens)),
                                           None, None,
                                           None if lps is None else PrefixView(lps, len(lps)))],
-                        False, seq.num_cached_tokens, group.prompt_logprobs,
-                        {"arrival_time": group.arrival_time,
-                         "first_scheduled_time": seq.first_scheduled_time,
-                         "first_token_time": seq.first_token_time,
-                         "finished_time": None, "num_preemptions": seq.num_preemptions}))
+                        False, seq.num_cached_tokens, group.prompt_logprobs, metrics))
                     continue
             else:
                 self._advance_text(seq, group, seq.index)
@@ -176,11 +187,12 @@ class OutputProcessor:
             PrefixView(seq.output_token_ids, len(seq.output_token_ids)),
             seq.finish_reason, seq.stop_reason,
             logprobs if logprobs is None or finished else PrefixView(logprobs, len(logprobs)))
+        if finished:
+            metrics = _metrics(seq, group, time.monotonic())
+        else:
+            metrics = seq.output_metrics
+            if metrics is None:
+                metrics = seq.output_metrics = _metrics(seq, group)
         return RequestOutput(
             group.request_id, group.prompt, group.prompt_token_ids, [completion], finished,
-            seq.num_cached_tokens, group.prompt_logprobs,
-            {"arrival_time": group.arrival_time,                  # metrics
-             "first_scheduled_time": seq.first_scheduled_time,
-             "first_token_time": seq.first_token_time,
-             "finished_time": time.monotonic() if finished else None,
-             "num_preemptions": seq.num_preemptions})
+            seq.num_cached_tokens, group.prompt_logprobs, metrics)

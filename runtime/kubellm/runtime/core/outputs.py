@@ -61,4 +61,7 @@ class RequestOutput:
     # with prompt_logprobs: None for the first prompt token, then {token id: logprob}
     # holding that prompt token and the top-k others
     prompt_logprobs: list[dict[int, float] | None] | None = None
-    metrics: dict = field(default_factory=dict)  # arrival/first-token/finish times (s)
+    # arrival/first-token/finish times (s) and preemptions. Read-only: the outputs of a
+    # running request's successive steps may share one dict (the engine builds a new one
+    # when a value changes, never changing one it has handed out)
+    metrics: dict = field(default_factory=dict)
