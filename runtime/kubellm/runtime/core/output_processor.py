@@ -62,6 +62,7 @@ class OutputProcessor:
         outputs: list = []
         deferred: dict[Group, int] = {}
         groups, eos, max_len = self.groups, self.eos_token_ids, self.max_model_len
+        new = object.__new__        # the hot row's constructor (below)
         for seq in progressed:
             if seq.first_token_time is None:
                 seq.first_token_time = now
@@ -84,12 +85,29 @@ class OutputProcessor:
                     metrics = seq.output_metrics
                     if metrics is None:
                         metrics = seq.output_metrics = _metrics(seq, group)
-                    outputs.append(RequestOutput(
-                        group.request_id, group.prompt, group.prompt_token_ids,
-                        [CompletionOutput(0, group.texts[0], PrefixView(tokens, len(tokens)),
-                                          None, None,
-                                          None if lps is None else PrefixView(lps, len(lps)))],
-                        False, seq.num_cached_tokens, group.prompt_logprobs, metrics))
+                    # both objects built field by field on object.__new__, not through
+                    # the dataclasses' __init__ (a Python call through type(): ~70 ns
+                    # more per object on this CPU, two per row); every field is set, in
+                    # the fields' order (a field added to either class fails
+                    # test_streamed_running_row_is_the_output_make_output_gives)
+                    completion = new(CompletionOutput)
+                    completion.index = 0
+                    completion.text = group.texts[0]
+                    view = new(PrefixView)    # PrefixView(tokens, len(tokens)), as above
+                    view._items, view._length = tokens, len(tokens)
+                    completion.token_ids = view
+                    completion.finish_reason = completion.stop_reason = None
+                    completion.logprobs = None if lps is None else PrefixView(lps, len(lps))
+                    out = new(RequestOutput)
+                    out.request_id = group.request_id
+                    out.prompt = group.prompt
+                    out.prompt_token_ids = group.prompt_token_ids
+                    out.outputs = [completion]
+                    out.finished = False
+                    out.num_cached_tokens = seq.num_cached_tokens
+                    out.prompt_logprobs = group.prompt_logprobs
+                    out.metrics = metrics
+                    outputs.append(out)
                     continue
             else:
                 self._advance_text(seq, group, seq.index)

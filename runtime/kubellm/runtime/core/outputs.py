@@ -10,6 +10,8 @@ class PrefixView(Sequence):
     output holds instead of a copy, so that streaming a long generation costs O(1) per
     step rather than O(tokens). Reads like a list (len, index, slice, iterate, ==)."""
 
+    # (OutputProcessor.process builds a running row's token view on object.__new__,
+    # setting both slots: a slot added here must be set there too)
     __slots__ = ("_items", "_length")
 
     def __init__(self, items: list, length: int):
