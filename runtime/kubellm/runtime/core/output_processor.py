@@ -85,11 +85,11 @@ class OutputProcessor:
                     metrics = seq.output_metrics
                     if metrics is None:
                         metrics = seq.output_metrics = _metrics(seq, group)
-                    # both objects built field by field on object.__new__, not through
-                    # the dataclasses' __init__ (a Python call through type(): ~70 ns
-                    # more per object on this CPU, two per row); every field is set, in
-                    # the fields' order (a field added to either class fails
-                    # test_streamed_running_row_is_the_output_make_output_gives)
+                    # the output, its completion and its token view built field by
+                    # field on object.__new__, not through their __init__ (a Python
+                    # call through type(): ~70 ns more per object on this CPU, three
+                    # per row); every field is set (a field added to either dataclass
+                    # fails test_streamed_running_row_is_the_output_make_output_gives)
                     completion = new(CompletionOutput)
                     completion.index = 0
                     completion.text = group.texts[0]
