@@ -79,3 +79,45 @@ def test_outputs_come_in_the_order_requests_were_first_touched():
         assert [o.request_id for o in outputs] == expect
         if expect:
             assert [len(o.outputs) for o in outputs] == [2, 1, 1]
+
+
+def test_metrics_handed_out_never_change_afterwards():
+    """A running one-sequence request's outputs share one metrics dict from step to step
+    (built once, not per step); a preemption or the finish gives later outputs a new
+    dict, and every output keeps the values it was handed: an output from before a
+    preemption still says 0 preemptions, one from before the finish no finished_time."""
+    from kubellm.runtime.core.kv_cache import KVCacheManager
+    from kubellm.runtime.core.scheduler import Scheduler
+    scheduler = Scheduler(KVCacheManager(5, 4), 32, 8)   # too few blocks: preemptions
+    processor = OutputProcessor(scheduler, eos_token_ids={0}, max_model_len=64)
+    params = SamplingParams(max_tokens=8)
+    for i in range(3):
+        seq = Request(f"r{i}#0", [100 + 4 * i + j for j in range(4)], params,
+                      arrival_time=float(i), max_tokens=8)
+        group = Group(f"r{i}", None, seq.prompt_token_ids, [seq], [""], float(i))
+        seq.group = group
+        processor.groups[group.request_id] = group
+        scheduler.add_request(seq)
+    handed = []   # (output, a copy of its metrics when handed out)
+    while scheduler.has_unfinished():
+        out = scheduler.schedule()
+        sampled = {r.request_id: 7 for r, samples in zip(out.requests, out.samples)
+                   if samples}
+        for o in processor.process(scheduler.update(out, sampled), {}):
+            handed.append((o, dict(o.metrics)))
+    assert scheduler.num_preemptions > 0
+    for o, metrics in handed:
+        assert o.metrics == metrics
+    for request_id in ("r0", "r1", "r2"):
+        outs = [o for o, _ in handed if o.request_id == request_id]
+        assert len(outs) == 8 and outs[-1].finished
+        assert all(o.metrics["finished_time"] is None for o in outs[:-1])
+        assert outs[-1].metrics["finished_time"] is not None
+        assert outs[-1].metrics is not outs[-2].metrics
+        counts = [o.metrics["num_preemptions"] for o in outs]
+        assert counts == sorted(counts)
+        for a, b in zip(outs[:-2], outs[1:-1]):   # running outputs: shared while equal
+            assert (a.metrics is b.metrics) is (a.metrics == b.metrics)
+    preempted = [o for o, _ in handed if o.metrics["num_preemptions"]]
+    assert preempted and any(o.request_id == preempted[0].request_id
+                             and not o.metrics["num_preemptions"] for o, _ in handed)

@@ -10,6 +10,8 @@ class PrefixView(Sequence):
     output holds instead of a copy, so that streaming a long generation costs O(1) per
     step rather than O(tokens). Reads like a list (len, index, slice, iterate, ==)."""
 
+    # (OutputProcessor.process builds a running row's token view on object.__new__,
+    # setting both slots: a slot added here must be set there too)
     __slots__ = ("_items", "_length")
 
     def __init__(self, items: list, length: int):
@@ -61,4 +63,7 @@ class RequestOutput:
     # with prompt_logprobs: None for the first prompt token, then {token id: logprob}
     # holding that prompt token and the top-k others
     prompt_logprobs: list[dict[int, float] | None] | None = None
-    metrics: dict = field(default_factory=dict)  # arrival/first-token/finish times (s)
+    # arrival/first-token/finish times (s) and preemptions. Read-only: the outputs of a
+    # running request's successive steps may share one dict (the engine builds a new one
+    # when a value changes, never changing one it has handed out)
+    metrics: dict = field(default_factory=dict)

@@ -52,6 +52,11 @@ class Request:
     sampling_state: Any = None
     detokenizer: Any = None
     logprobs: list | None = None
+    # the metrics dict of its running outputs (one-sequence requests): built when they
+    # are first reported and handed, the same object, to every step's output while its
+    # values hold; None: build anew (the scheduler resets it when it preempts the request,
+    # since num_preemptions changes). Never mutated once built
+    output_metrics: dict | None = None
 
     def __post_init__(self):
         if not self.all_token_ids:

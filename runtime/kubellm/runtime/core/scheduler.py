@@ -277,6 +277,7 @@ class Scheduler:
         request.status = Status.PREEMPTED
         request.num_computed_tokens = 0
         request.num_preemptions += 1
+        request.output_metrics = None     # its outputs' metrics change: a new dict
         request.steps_in_slice = 0
         self.num_preemptions += 1
         self.waiting.insert(0, request)   # first back in (fcfs); rank decides otherwise
