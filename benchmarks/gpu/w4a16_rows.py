@@ -26,7 +26,7 @@ from benchmarks.gpu.w4a16 import COLD_BYTES, GEMM_SHAPES, SMOKE_GEMM_SHAPES, cal
 ROWS = (32, 64, 128, 256, 512, 2048, 8192)
 SMOKE_ROWS = (3, 40)
 GEMM_TC_ROWS = 512   # gemm-tc past this: 0.78-1.37x "dot" at 128-1024 rows (calls 44-45)
-VARIANTS = ("dot", "gemm-tc", "gemm-rs", "dequant")
+VARIANTS = ("dot", "gemm-tc", "dequant")
 
 
 def run(smoke: bool, row_counts: tuple[int, ...]) -> dict:
@@ -34,7 +34,7 @@ def run(smoke: bool, row_counts: tuple[int, ...]) -> dict:
 
     from benchmarks.gpu import workload_w as W
     from kubellm.kernels.w4a16_dequant import dequantize_into
-    from kubellm.kernels.w4a16_gemm import GEMVS, w4a16_gemm, w4a16_gemm_ref
+    from kubellm.kernels.w4a16_gemm import w4a16_gemm, w4a16_gemm_ref
     device, group = ("cpu", SMOKE_GROUP) if smoke else ("cuda", GROUP)
     dtype = torch.bfloat16
     if smoke:
@@ -56,17 +56,12 @@ def run(smoke: bool, row_counts: tuple[int, ...]) -> dict:
         for m in row_counts:
             x = torch.randn(m, k, generator=torch.Generator().manual_seed(m)).to(device, dtype)
             ref = w4a16_gemm_ref(x, *copies[0], group).float()
-            per, errors, skipped = {}, {}, {}
+            per, errors = {}, {}
             us = call_us([lambda d=d: torch.mm(x, d) for d in dense], device)
             per["bf16"] = {"us": significant(us), "tflop_s": significant(
                 2 * m * k * n / (us * 1e-6) / 1e12)}
             for variant in VARIANTS:
                 if variant == "gemm-tc" and m > GEMM_TC_ROWS:
-                    continue
-                why_not = variant in GEMVS and GEMVS[variant][0].unsupported_reason(
-                    x, k, group, 4, False)
-                if why_not:   # (gemm-rs: groups of 128 rows or more; the smoke's are 64)
-                    skipped[variant] = why_not
                     continue
                 call = lambda w, v=variant: w4a16_gemm(x, *w, group, 4, variant=v)  # noqa: E731
                 t0 = time.perf_counter()
@@ -82,7 +77,7 @@ def run(smoke: bool, row_counts: tuple[int, ...]) -> dict:
                     time.perf_counter() - t0)}
             best = min((v for v in VARIANTS if v in per), key=lambda v: per[v]["us"])
             row = {"k": k, "n": n, "m": m, "best": best, "per": per,
-                   "relative_max_error": errors, "skipped": skipped}
+                   "relative_max_error": errors}
             rows_out.append(row)
             print("rows", json.dumps({"k": k, "n": n, "m": m, "best": best} | {
                 v: per[v]["us"] for v in per}), flush=True)

@@ -20,5 +20,4 @@ def test_w4a16_rows_smoke_checks_and_times_every_variant_and_bf16(tmp_path):
         assert set(r["per"]) == {"bf16", "dot", "gemm-tc", "dequant"}, r
         assert all(is_figure(v["us"]) for v in r["per"].values())
         assert r["best"] in ("dot", "gemm-tc", "dequant")
-        assert "group size 64" in r["skipped"]["gemm-rs"]   # its chunks are 128 rows
     assert "dequant_wins_from_rows" in result

@@ -63,24 +63,6 @@ def gemm_tc_spec(block_m: int, block_n: int, chunks: int, warps: int, stages: in
                         num_stages=stages)
 
 
-def gemm_rs_spec(block_m: int, block_n: int, warps: int, stages: int) -> dict:
-    """The register-operand GEMM (kernels/w4a16_gemm_rs.py), bf16, groups of 128."""
-    import torch
-
-    from kubellm.kernels.w4a16_gemm_rs import _OFFSET_BITS, _nibble_asm
-    names = ["xp_ptr", "qh_ptr", "scale_ptr", "bias_ptr", "out_ptr", "M", "N", "K",
-             "M_BUCKET", "stride_xm", "stride_qh", "stride_sg", "stride_om"]
-    types = ["*bf16", "*i16", "*bf16", "*bf16", "*bf16"] + ["i32"] * 8
-    asm = _nibble_asm(torch.bfloat16)
-    constexprs = {"GROUP_SIZE": 128, "BLOCK_N": block_n, "BLOCK_M": block_m,
-                  **{f"NIBBLE_ASM_{i}": a for i, a in enumerate(asm)},
-                  "OFFSET": _OFFSET_BITS[torch.bfloat16][1], "PTX": True}
-    return {"signature": {**dict(zip(names, types)), **{c: "constexpr" for c in constexprs}},
-            "constexprs": constexprs, "num_warps": warps, "num_stages": stages,
-            "kernel": "_gemm_rs_kernel", "module": "kubellm.kernels.w4a16_gemm_rs",
-            "divisible_by_16": [i for i, n in enumerate(names) if n not in ("M", "M_BUCKET")]}
-
-
 def kernel_and_loop_opcodes(launch_spec: dict) -> tuple[dict[str, int], dict[str, int]]:
     """Opcode counts of the whole kernel and of its loop body (its longest), once."""
     both = opcodes({**launch_spec, "with_loop": True})

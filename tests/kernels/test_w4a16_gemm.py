@@ -392,8 +392,7 @@ def test_gpu_act_order_and_eight_bit(cuda):
 def test_gpu_every_variant_at_a_real_shape(cuda, variant):
     weight, _ = make_weight(4096, 6144, group_size=128, device=cuda)
     rows = {"gemv": [1, GEMV_MAX_M], "gemv-tc": [1, 2, 8, 9, GEMV_TC_MAX_M],
-            "gemm-tc": [1, 16, 17, 40, 64, 65, 300], "gemm-rs": [1, 16, 17, 64, 65, 300],
-            "dequant": [1, 128, 300, 2048]}
+            "gemm-tc": [1, 16, 17, 40, 64, 65, 300], "dequant": [1, 128, 300, 2048]}
     for m in rows.get(variant, [1, 16, 64]):
         check(m, weight, torch.bfloat16, cuda, variant=variant)
 
@@ -430,50 +429,6 @@ def test_gemv_tc_compiles_for_hopper_to_register_fed_wgmma():
         assert weights // 2 <= ops["LOP3"] <= weights // 2 + 64, ops
         assert not ops.get("STL") and not ops.get("LDL"), ops
         assert sum(ops.values()) < 4.5 * weights, ops
-
-
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("m", [1, 5, 17, 40])
-def test_gemm_rs_matches_reference(m, dtype):
-    """The register-operand GEMM: groups of 128 and 256, N a multiple of the interpreter's
-    32 columns or not, rows past one 16-row tile, codes 0 and 15 at every nibble of both
-    halves of a word, and weights c s + b far from the codes' own offset."""
-    for k, n, group_size in ((256, 64, 128), (384, 40, 128), (512, 48, 256)):
-        weight, _ = make_weight(k, n, group_size=group_size, seed=k + n + m)
-        check(m, weight, dtype, variant="gemm-rs")
-    extremes = dict(weight, qweight=pack_codes(torch.randint(0, 2, (512, 48)) * 15, 4))
-    check(m, extremes, dtype, variant="gemm-rs")
-    large = dict(weight, scales=weight["scales"] * 300, biases=weight["biases"] * 300 + 5)
-    check(m, large, dtype, variant="gemm-rs")
-
-
-def test_gemm_rs_permutes_x_to_each_nibbles_k_rows_and_refuses_small_groups():
-    from kubellm.kernels.w4a16_gemm_rs import permute_x
-    x = torch.arange(2 * 256).reshape(2, 256)
-    xp = permute_x(x)
-    for c, i, m in ((0, 0, 0), (0, 3, 31), (1, 2, 5), (1, 1, 30)):
-        assert torch.equal(xp[:, 128 * c + 32 * i + m], x[:, 128 * c + 4 * m + i])
-    weight, _ = make_weight(256, 16, group_size=64)
-    with pytest.raises(ValueError, match="gemm-rs variant does not take group size 64"):
-        w4a16_gemm(torch.randn(2, 256, dtype=torch.bfloat16), **weight, variant="gemm-rs")
-
-
-def test_gemm_rs_compiles_for_hopper_to_register_fed_wgmma_without_shared_round_trips():
-    """Built for sm_90: the codes' tile, scales and biases are loaded straight into
-    wgmma's register-operand layout (no stmatrix, no layout conversion through shared
-    memory in the loop), one shift and one LOP3 per pair of codes, then one HADD2 and one
-    HFMA2 per pair, no spills, and a chunk's loop under 5 instructions per weight (4.2
-    and 4.9 at 64 and 128 columns when written; 6.9 with Triton's own int16 shifts)."""
-    from tests.kernels.gemv_sass import gemm_rs_spec, kernel_and_loop_opcodes
-    for block_n, block_m, warps, stages in ((64, 64, 4, 4), (128, 64, 8, 3)):
-        ops, loop = kernel_and_loop_opcodes(gemm_rs_spec(block_m, block_n, warps, stages))
-        weights = block_n * 128 // (32 * warps)     # a chunk's per thread
-        assert not ops.get("STL") and not ops.get("LDL"), ops
-        assert loop.get("HGMMA") == 4 * 2 * (block_n // 64) // (warps // 4), loop
-        assert not loop.get("STSM") and not loop.get("STS"), loop
-        assert loop["HFMA2"] == weights // 2 and loop["HADD2"] == weights // 2, loop
-        assert weights // 2 <= loop["LOP3"] <= weights // 2 + 16, loop
-        assert sum(loop.values()) < 5 * weights, loop
 
 
 def test_gemm_tc_compiles_for_hopper_to_16_bit_weights_and_wgmma():

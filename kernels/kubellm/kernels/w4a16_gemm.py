@@ -20,8 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kubellm.kernels import (w4a16_dequant, w4a16_gemm_rs, w4a16_gemm_tc, w4a16_gemv,
-                             w4a16_gemv_tc)
+from kubellm.kernels import w4a16_dequant, w4a16_gemm_tc, w4a16_gemv, w4a16_gemv_tc
 from kubellm.kernels._launch import (FLOAT_DTYPES, check_tensor, is_interpreted, kernel_for,
                                      row_bucket)
 from kubellm.kernels.quant_layout import codes_per_word, dequantize
@@ -155,8 +154,7 @@ _prefill_tuned = triton.autotune(configs=_configs(False), key=_KEY)(_w4a16_kerne
 # per weight and read DRAM at 18-24% of its peak -- bound by issuing instructions, not
 # by the read. Codes made bf16 by integer ops with the scale after the dot, and a dot per
 # code position, lost to "dot" (1.1-1.5x and 1.2-3.9x slower) and were removed.
-VARIANTS = ("gemv", "gemv-tc", "gemm-tc", "gemm-rs", "dot", "dot-rows", "dot-zeros",
-            "dequant")
+VARIANTS = ("gemv", "gemv-tc", "gemm-tc", "dot", "dot-rows", "dot-zeros", "dequant")
 DEFAULT_VARIANT = "dot"   # the dot kernel's tiling follows M (decode or prefill) ...
 GEMV_MAX_M = w4a16_gemv.MAX_M  # ... but calls of few rows that a GEMV kernel takes go to it:
 # one row to "gemv" (FFMA), which beat "dot" at 1-2 rows on every shape (call 30: 1.6-2.5x
@@ -173,12 +171,9 @@ GEMV_TC_DEFAULT_MAX_M = 8
 GEMM_TC_DEFAULT_MAX_M = 32
 # the variants with a module of their own (unsupported_reason, launch) -- the GEMVs and
 # gemm-tc -- and the most rows each takes by default, in the order the default tries them
-# ("gemm-rs", w4a16_gemm_rs.py: the weights dequantized in wgmma's register layout, x
-# permuted per call; not timed on the H200 yet, so the default never picks it: 0 rows)
 GEMVS = {"gemv": (w4a16_gemv, GEMV_DEFAULT_MAX_M),
          "gemv-tc": (w4a16_gemv_tc, GEMV_TC_DEFAULT_MAX_M),
-         "gemm-tc": (w4a16_gemm_tc, GEMM_TC_DEFAULT_MAX_M),
-         "gemm-rs": (w4a16_gemm_rs, 0)}
+         "gemm-tc": (w4a16_gemm_tc, GEMM_TC_DEFAULT_MAX_M)}
 
 
 # Calls of DEQUANT_DEFAULT_MIN_M rows or more go to "dequant" (w4a16_dequant.py: W written
