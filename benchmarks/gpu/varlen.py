@@ -172,6 +172,7 @@ def run_seeds_on_engine(name, fields, run_seeds, args, cases, result, shape, dev
         limit = workload_limit(shape, prompt_lens, output_lens, result["ceilings"],
                                dtype.itemsize)
         for order in orders:
+            llm.reset_prefix_cache()   # the second order's run must compute its prompts too
             with queue_order(order):
                 measured = run(llm, token_ids(prompt_lens, seed, shape["vocab_size"]),
                                output_lens, device)

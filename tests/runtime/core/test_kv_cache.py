@@ -157,3 +157,18 @@ def test_tokens_to_compute_counts_blocks_cached_or_shared_within_a_burst_once():
     assert (kv.num_free_blocks, kv.prefix_queries) == (free_before, queries_before)
     assert KVCacheManager(num_blocks=4, block_size=BS, enable_prefix_caching=False) \
         .tokens_to_compute(tokens(12), set()) == 12
+
+
+def test_reset_prefix_cache_forgets_prefixes_only_when_no_request_holds_blocks():
+    kv = KVCacheManager(num_blocks=16, block_size=BS)
+    prompt = tokens(10)
+    kv.allocate("a", prompt, 10)
+    assert kv.reset_prefix_cache() is False            # "a" still holds its blocks
+    assert kv.find_cached_prefix("b", prompt) == kv.block_table("a")[:2]
+    kv.free("a")
+    assert kv.find_cached_prefix("b", prompt)          # freed blocks stay findable ...
+    assert kv.reset_prefix_cache() is True
+    assert kv.find_cached_prefix("b", prompt) == []    # ... until the reset
+    assert kv.num_free_blocks == 16
+    kv.allocate("c", prompt, 10)                       # and the cache fills again
+    assert kv.find_cached_prefix("d", prompt) == kv.block_table("c")[:2]

@@ -128,3 +128,12 @@ def test_a_batch_is_queued_longest_max_tokens_first(llm, monkeypatch):
     assert [len(o.outputs[0].token_ids) for o in outs][3:] == [4, 7]
     times = {o.prompt: o.metrics["arrival_time"] for o in outs}
     assert times["prompt 2"] <= times["prompt 1"] <= times["prompt 0"]   # arrival = queue order
+
+
+def test_reset_prefix_cache_makes_the_next_prompt_compute_again(llm):
+    prompt = list(range(10, 90))                       # 80 tokens: several full blocks
+    params = SamplingParams(temperature=0, max_tokens=2, ignore_eos=True)
+    llm.generate([prompt], params)
+    assert llm.generate([prompt], params)[0].num_cached_tokens > 0
+    assert llm.reset_prefix_cache() is True
+    assert llm.generate([prompt], params)[0].num_cached_tokens == 0

@@ -165,6 +165,17 @@ class KVCacheManager:
                 if block.block_hash is NO_HASH:
                     self._free.move_to_end(block_id, last=False)
 
+    def reset_prefix_cache(self) -> bool:
+        """Forget every cached prefix (vLLM's reset_prefix_cache). Only while no request
+        holds blocks, as vLLM does: a running request's table stays as it is and the
+        call returns False having changed nothing."""
+        if self._tables:
+            return False
+        for block in self._blocks:
+            block.block_hash = NO_HASH
+        self._cached.clear()
+        return True
+
     # ---- private -------------------------------------------------------------------
     def _num_needed(self, request_id, num_tokens, cached) -> int:
         have = len(self._tables.get(request_id, ())) + len(cached)

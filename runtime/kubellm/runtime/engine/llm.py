@@ -60,6 +60,11 @@ class LLM:
     def get_tokenizer(self):
         return self.engine.tokenizer
 
+    def reset_prefix_cache(self) -> bool:
+        """Drop the prefix cache (vLLM's): later prompts find nothing cached. False, with
+        nothing dropped, while requests are unfinished."""
+        return self.engine.kv.reset_prefix_cache()
+
     def get_default_sampling_params(self) -> SamplingParams:
         """SamplingParams with the model's generation_config.json defaults (vLLM's)."""
         return SamplingParams(**self.engine.generation_defaults)
