@@ -23,7 +23,6 @@ step's launch times.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
 import os
@@ -120,22 +119,6 @@ def run(llm, prompts, outputs, device: str) -> dict:
             **step_profile([(t - t0, n, s) for t, n, s in launches], elapsed)}
 
 
-@contextlib.contextmanager
-def queue_order(order: str):
-    """LLM.generate queues a batch longest max_tokens first (engine/llm.py); "caller"
-    puts back the order of the prompts, as before that change, for an A/B on one engine."""
-    if order == "longest_first":
-        yield
-        return
-    import kubellm.runtime.engine.llm as offline
-    saved = offline.longest_first
-    offline.longest_first = lambda params, _max_model_len: list(range(len(params)))
-    try:
-        yield
-    finally:
-        offline.longest_first = saved
-
-
 def make_llm(model_dir, device, dtype, max_model_len, **fields):
     from kubellm.runtime import LLM
     t0 = time.perf_counter()
@@ -166,24 +149,20 @@ def run_seeds_on_engine(name, fields, run_seeds, args, cases, result, shape, dev
     llm, setup = make_llm(model_dir, device, str(dtype)[6:], max_model_len, **fields)
     print(name, setup, flush=True)
     warm_up(llm, shape["vocab_size"], max(max(p) for p, _ in cases.values()))
-    orders = ["longest_first"] + (["caller"] if args.with_caller_order else [])
     for seed in run_seeds:
         prompt_lens, output_lens = cases[seed]
         limit = workload_limit(shape, prompt_lens, output_lens, result["ceilings"],
                                dtype.itemsize)
-        for order in orders:
-            llm.reset_prefix_cache()   # the second order's run must compute its prompts too
-            with queue_order(order):
-                measured = run(llm, token_ids(prompt_lens, seed, shape["vocab_size"]),
-                               output_lens, device)
-            row = {"engine": name, "seed": seed, "queue_order": order, **setup, **measured,
-                   "limit": limit,
-                   "fraction_of_limit": round(measured["output_tok_s"] /
-                                              limit["limit_output_tok_s"], 3),
-                   "fraction_of_strict_limit": round(
-                       measured["output_tok_s"] / limit["strict_limit_output_tok_s"], 3)}
-            result["runs"].append(row)
-            print(json.dumps(row), flush=True)
+        llm.reset_prefix_cache()   # a run computes its prompts whatever ran before it
+        measured = run(llm, token_ids(prompt_lens, seed, shape["vocab_size"]), output_lens,
+                       device)
+        row = {"engine": name, "seed": seed, **setup, **measured, "limit": limit,
+               "fraction_of_limit": round(measured["output_tok_s"] /
+                                          limit["limit_output_tok_s"], 3),
+               "fraction_of_strict_limit": round(measured["output_tok_s"] /
+                                                 limit["strict_limit_output_tok_s"], 3)}
+        result["runs"].append(row)
+        print(json.dumps(row), flush=True)
     del llm
     if device == "cuda":
         torch.cuda.empty_cache()
@@ -199,9 +178,6 @@ def main() -> int:
     ap.add_argument("--with-switches", default="",
                     help="kernel switches (--kernel-switches text): one more engine with "
                          "them over the defaults, on the same seeds, right after the defaults")
-    ap.add_argument("--with-caller-order", action="store_true",
-                    help="each seed once more on the same engine, queued in the prompts' "
-                         "order instead of longest max_tokens first")
     tile_config.add_options(ap, "one more engine, on the same seeds, after the defaults")
     ap.add_argument("--smoke", action="store_true", help="tiny shape and lengths on the CPU")
     ap.add_argument("--long-split", default="", help=long_split.HELP)
@@ -239,7 +215,7 @@ def main() -> int:
             run_seeds_on_engine(name, fields, run_seeds, args, cases, result, shape, device,
                                 dtype, max_model_len, model_dir)
     ours = [r["fraction_of_limit"] for r in result["runs"]
-            if r["engine"] == "hardware_aware_defaults" and r["queue_order"] == "longest_first"]
+            if r["engine"] == "hardware_aware_defaults"]
     result["mean_fraction_of_limit"] = round(sum(ours) / len(ours), 3)
     suffix = "" if smoke or args.shape == "llama3-8b" else f"_{args.shape}"
     (out / f"varlen_{args.workload}{suffix}.json").write_text(json.dumps(result, indent=1))

@@ -119,19 +119,6 @@ def test_varlen_smoke_writes_figures(tmp_path):
     assert is_figure(result["mean_fraction_of_limit"])
 
 
-def test_varlen_smoke_with_caller_order(tmp_path):
-    """--with-caller-order runs each seed twice on one engine: longest max_tokens first
-    (LLM.generate's order), then in the prompts' order; the mean is the first's."""
-    run("benchmarks.gpu.varlen", "--seeds", "0", "--skip-old-defaults", "--with-caller-order",
-        tmp_path=tmp_path)
-    result = json.loads((tmp_path / "varlen_chat.json").read_text())
-    runs = result["runs"]
-    assert [(r["seed"], r["queue_order"]) for r in runs] == [(0, "longest_first"),
-                                                             (0, "caller")]
-    assert all(r["output_tokens"] == sum(varlen_outputs(0)) for r in runs)
-    assert result["mean_fraction_of_limit"] == runs[0]["fraction_of_limit"]
-
-
 def varlen_outputs(seed):
     from benchmarks.gpu.varlen import lengths
     return lengths("chat", seed, smoke=True)[1]

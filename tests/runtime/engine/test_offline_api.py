@@ -109,27 +109,6 @@ def test_prompt_logprobs_refused_across_processes():
         check_params(SamplingParams(logprobs=101), config, vocab_size=100)
 
 
-def test_a_batch_is_queued_longest_max_tokens_first(llm, monkeypatch):
-    """The longest outputs start first (an offline batch ends with its last request);
-    ties keep the caller's order, max_tokens None counts as the longest possible, and
-    the outputs come back in the prompts' order."""
-    queued = []
-    enqueue = llm.engine.enqueue
-    monkeypatch.setattr(llm.engine, "enqueue",
-                        lambda group: (queued.append(group.prompt), enqueue(group)))
-    lengths = [2, 7, None, 4, 7]
-    prompts = [f"prompt {i}" for i in range(len(lengths))]
-    outs = llm.generate(prompts, [SamplingParams(temperature=0, max_tokens=n,
-                                                 ignore_eos=n is not None)
-                                  for n in lengths])
-    assert queued == ["prompt 2", "prompt 1", "prompt 4", "prompt 3", "prompt 0"]
-    assert [o.prompt for o in outs] == prompts
-    assert [len(o.outputs[0].token_ids) for o in outs][:2] == [2, 7]
-    assert [len(o.outputs[0].token_ids) for o in outs][3:] == [4, 7]
-    times = {o.prompt: o.metrics["arrival_time"] for o in outs}
-    assert times["prompt 2"] <= times["prompt 1"] <= times["prompt 0"]   # arrival = queue order
-
-
 def test_reset_prefix_cache_makes_the_next_prompt_compute_again(llm):
     prompt = list(range(10, 90))                       # 80 tokens: several full blocks
     params = SamplingParams(temperature=0, max_tokens=2, ignore_eos=True)

@@ -3,8 +3,7 @@ and ``LLM.chat(messages, sampling_params, tools=...)``.
 
 A prompt is text, a list of token ids, or a dict with ``prompt`` or ``prompt_token_ids``.
 Every request of a call is checked (prompt, parameters, grammar) before the first one is
-queued, so a bad one fails the call with nothing run. A call's requests are queued longest
-``max_tokens`` first (``longest_first``); their outputs come back in the prompts' order.
+queued, so a bad one fails the call with nothing run.
 
 ``with LLM(...) as llm:`` or ``llm.shutdown()`` ends the engine at a known point (its
 worker processes, process groups and device memory); dropping the last reference to it,
@@ -24,17 +23,6 @@ from kubellm.runtime.engine.chat import load_chat_template, render_chat
 from kubellm.runtime.engine.llm_engine import LLMEngine, TokenizedPrompt
 
 Prompt = str | list[int] | Mapping
-
-
-def longest_first(sampling_params: Sequence[SamplingParams], max_model_len: int) -> list[int]:
-    """The order an offline batch is queued in: the largest ``max_tokens`` first (None:
-    up to max_model_len), ties in the caller's order. The batch ends when its last
-    request does, and a long output admitted late sets that end: issue 20's chat workload
-    (1,000 long-tailed requests) took 1,072 steps in the caller's order and 1,024 (its
-    longest output) in this one (``benchmarks/cpu/offline_order.py``: the real scheduler
-    on the CPU)."""
-    return sorted(range(len(sampling_params)),
-                  key=lambda i: -(sampling_params[i].max_tokens or max_model_len))
 
 
 class LLM:
@@ -139,14 +127,14 @@ class LLM:
         if priority is not None and len(priority) != len(prompts):
             raise ValueError(f"{len(priority)} priorities for {len(prompts)} prompts: give "
                              "one per prompt")
-        ids = [str(next(self._ids)) for _ in prompts]
         # check everything before queuing anything: a bad request leaves the engine clean
         prepared = [self.engine.prepare_request(
-            ids[i], prompts[i], sampling_params[i].clone(output_kind="final_only"),
+            str(next(self._ids)), prompt, p.clone(output_kind="final_only"),
             priority[i] if priority is not None else 0)
-            for i in longest_first(sampling_params, self.engine.config.max_model_len)]
+            for i, (prompt, p) in enumerate(zip(prompts, sampling_params))]
         for group in prepared:
             self.engine.enqueue(group)
+        ids = [g.request_id for g in prepared]
         finished: dict[str, RequestOutput] = {}
         bar = tqdm(total=len(ids), desc="generate", disable=not use_tqdm)
         while self.engine.has_unfinished_requests():
