@@ -56,7 +56,9 @@ def test_a_request_without_prompt_logprobs_sends_no_list():
 
 def _plain_outputs():
     """A plain request's outputs step by step, with the changes that must leave the
-    decode-step short path: a metrics timestamp, cached tokens, a finish."""
+    decode-step short path: a metrics timestamp, cached tokens, a finish. Steps share
+    one metrics dict until it changes, as the output processor's do; step 4 has an
+    equal copy of it."""
     ids: list[int] = []
     metrics = {"arrival_time": 1.0, "first_token_time": None}
     outs = []
@@ -64,11 +66,13 @@ def _plain_outputs():
         ids.append(100 + step)
         if step == 2:
             metrics = {**metrics, "first_token_time": 2.0}
+        if step == 4:
+            metrics = dict(metrics)
         finished = step == 5
         outs.append(RequestOutput("r", None, [1, 2], [CompletionOutput(
             0, token_ids=list(ids) if finished else PrefixView(ids, len(ids)),
             finish_reason="length" if finished else None)], finished=finished,
-            num_cached_tokens=16 if step >= 3 else 0, metrics=dict(metrics)))
+            num_cached_tokens=16 if step >= 3 else 0, metrics=metrics))
     outs.insert(2, outs[1])   # a step that added no token
     return outs
 

@@ -135,8 +135,12 @@ def _token_ids_only(out: RequestOutput, sent: _Sent) -> list | None:
             or values.get("finish_reason", _UNSET) is not None \
             or values.get("stop_reason", _UNSET) is not None \
             or values.get("logprobs", _UNSET) is not None \
-            or request.get("num_cached_tokens", _UNSET) != out.num_cached_tokens \
-            or request.get("metrics", _UNSET) != out.metrics:
+            or request.get("num_cached_tokens", _UNSET) != out.num_cached_tokens:
+        return None
+    metrics = request.get("metrics", _UNSET)
+    # a running request's outputs share one metrics dict (output_processor.py): the same
+    # object needs no comparison of its five values
+    if metrics is not out.metrics and metrics != out.metrics:
         return None
     counts, token_ids = sent.counts[0], comp.token_ids
     num_sent = counts.get("token_ids", 0)
