@@ -135,7 +135,7 @@ def _wait_gone(pid: int, timeout: float) -> None:
         try:
             if "State:\tZ" in Path(f"/proc/{pid}/status").read_text():
                 return
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):   # gone, also while being read
             return
         assert time.monotonic() < deadline, f"node 1's worker {pid} outlived its pod"
         time.sleep(0.1)

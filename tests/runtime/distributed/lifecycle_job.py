@@ -25,7 +25,7 @@ def is_running(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/status") as fh:
             return "State:\tZ" not in fh.read()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):   # gone, also while being read
         return False
 
 

@@ -43,7 +43,7 @@ def _workers(pid: int) -> dict[int, int]:
 def _is_gone(pid: int) -> bool:
     try:
         status = Path(f"/proc/{pid}/status").read_text()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):   # gone, also while being read
         return True
     return "State:\tZ" in status  # a zombie no longer runs anything
 
