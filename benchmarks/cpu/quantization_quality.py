@@ -4,10 +4,11 @@ perplexity_text.txt, 2,733 tokens with SmolLM2's tokenizer):
 
 (a) its Q4_1 GGUF weights run through the quantized layers vs the same weights
     dequantized to float32: perplexity (the 4-bit path itself must lose nothing: <= 0.5%);
-(b) online 4-bit (quantization="4bit", round to nearest; groups of 64 since 128 does not
-    divide its hidden size 576, and of 32) of the model in bf16 (the dequantized weights
-    rounded to bf16) vs that bf16 model: the perplexity increase, asymmetric (the
-    default) and symmetric. Caveat: the only trained model here already went through
+(b) online 4-bit (quantization="4bit": round to nearest, then for asymmetric groups the
+    least-squares refit of layers/quantization/rtn.py, and without it; groups of 64 since
+    128 does not divide its hidden size 576, and of 32) of the model in bf16 (the
+    dequantized weights rounded to bf16) vs that bf16 model: the perplexity increase,
+    asymmetric (the default) and symmetric. Caveat: the only trained model here already went through
     4-bit (Q4_1, groups of 32) once; there is no other.
 (c) online FP8 (quantization="fp8": E4M3 weights, a scale per output channel) of the
     same bf16 model vs that model: weights alone (the CPU's forward), and with the
@@ -61,11 +62,17 @@ def measure(model_dir: str, limit: int | None = None) -> dict:
     ppl_bf16 = perplexity(bf16, ids)
     state = {k: v.clone() for k, v in bf16.state_dict().items()}
     online = {}
-    for group, symmetric in ((GROUP_SIZE, False), (GROUP_SIZE, True), (32, False)):
+    from kubellm.runtime.layers.quantization import linear_method
+    refit = linear_method.REFIT_ROUNDS
+    for group, symmetric, rounds in ((GROUP_SIZE, False, refit), (GROUP_SIZE, False, 0),
+                                     (GROUP_SIZE, True, refit), (32, False, refit)):
         bf16.load_state_dict(state)
+        linear_method.REFIT_ROUNDS = rounds   # 0: the min-max grid alone, as before s21
         model = quantize_layers(bf16, group, symmetric)
+        linear_method.REFIT_ROUNDS = refit
         key = f"{'symmetric' if symmetric else 'asymmetric'}_group{group}"
-        online[key] = round(perplexity(model, ids), 4)
+        online[key if rounds or symmetric else key + "_no_refit"] = round(
+            perplexity(model, ids), 4)
         dequantize_layers(model)
     fp8 = {}
     for key, activations in (("weights", False), ("weights_and_activations", True)):

@@ -11,7 +11,7 @@ from kubellm.runtime.layers.linear import (ColumnParallelLinear, MergedColumnPar
                                            QKVParallelLinear, RowParallelLinear)
 from kubellm.runtime.layers.quantization.linear_method import (QuantizationLayoutError,
                                                                QuantizedLinearMethod)
-from kubellm.runtime.layers.quantization.rtn import quantize_rtn
+from kubellm.runtime.layers.quantization.rtn import REFIT_ROUNDS, quantize_rtn
 from kubellm.runtime.layers.quantization.spec import LinearQuantSpec
 
 HIDDEN, HEAD_DIM, HEADS, KV_HEADS = 64, 8, 4, 2
@@ -42,6 +42,28 @@ def test_round_to_nearest_error_is_at_most_half_a_step(symmetric):
         assert (q.codes.view(4, 16, 48).amax(1) == 15).all()
 
 
+def test_least_squares_refit_never_loses_to_the_min_max_grid():
+    """Per group the refitted grid's squared error is at most the min-max grid's, and on
+    Gaussian weights lower in total; weights already on a 4-bit grid stay exact; a
+    constant group keeps its grid."""
+    torch.manual_seed(0)
+    w = torch.randn(48, 64) * 0.02
+    w[5, :16] = 0.01                                         # a constant group
+    plain, refit = quantize_rtn(w, 4, 16), quantize_rtn(w, 4, 16, refit_rounds=10)
+    assert refit.codes.max() <= 15 and refit.codes.dtype == torch.uint8
+    def group_error(q):
+        return ((q.dequantize() - w) ** 2).reshape(48, 4, 16).sum(-1)
+    assert (group_error(refit) <= group_error(plain) + 1e-12).all()
+    assert group_error(refit).sum() < 0.9 * group_error(plain).sum()
+    assert torch.equal(refit.dequantize()[5, :16], w[5, :16])
+    codes = torch.randint(0, 16, (48, 64))
+    codes[:, ::16], codes[:, 1::16] = 0, 15                  # every group spans the grid
+    scales, biases = torch.rand(48, 4) * 0.01 + 1e-3, torch.randn(48, 4) * 0.02
+    on_grid = codes * scales.repeat_interleave(16, 1) + biases.repeat_interleave(16, 1)
+    exact = quantize_rtn(on_grid, 4, 16, refit_rounds=10).dequantize()
+    torch.testing.assert_close(exact, on_grid, atol=1e-6, rtol=1e-5)
+
+
 @pytest.mark.parametrize("tp", [1, 2, 4])
 def test_each_rank_holds_its_slice_of_the_quantized_weight(as_rank, tp):
     """Online quantization of each rank's slice equals slicing the whole quantized weight:
@@ -50,7 +72,7 @@ def test_each_rank_holds_its_slice_of_the_quantized_weight(as_rank, tp):
     torch.manual_seed(0)
     full, gate, up = torch.randn(32, HIDDEN), torch.randn(48, HIDDEN), torch.randn(48, HIDDEN)
     q, k, v = (torch.randn(n * HEAD_DIM, HIDDEN) for n in (HEADS, KV_HEADS, KV_HEADS))
-    deq = lambda w: quantize_rtn(w, 4, 16).dequantize()  # noqa: E731
+    deq = lambda w: quantize_rtn(w, 4, 16, refit_rounds=REFIT_ROUNDS).dequantize()  # noqa: E731
     cols, rows, merged, qkv = [], [], [], []
     for rank in range(tp):
         as_rank(tp, rank)
@@ -90,7 +112,7 @@ def test_a_quantized_lm_head_holds_its_vocabulary_slice(as_rank, tp):
     from kubellm.runtime.layers.embedding import ParallelLMHead
     torch.manual_seed(0)
     vocab, full = 11, torch.randn(11, HIDDEN)
-    expected = quantize_rtn(full, 4, 16).dequantize()
+    expected = quantize_rtn(full, 4, 16, refit_rounds=REFIT_ROUNDS).dequantize()
     x = torch.randn(3, HIDDEN)
     for rank in range(tp):
         as_rank(tp, rank)

@@ -17,7 +17,7 @@ from kubellm.kernels.quant_layout import codes_per_word, pack_codes
 from kubellm.runtime.layers.quantization.cpu_dequant import dequantize_reusing
 from kubellm.runtime.layers.linear import RowParallelLinear
 from kubellm.runtime.layers.quantization.packed import QuantizedWeight
-from kubellm.runtime.layers.quantization.rtn import quantize_rtn
+from kubellm.runtime.layers.quantization.rtn import REFIT_ROUNDS, quantize_rtn
 from kubellm.runtime.layers.quantization.spec import LinearQuantSpec
 
 PARAM_NAMES = ("qweight", "scales", "biases", "g_idx")
@@ -104,7 +104,7 @@ class QuantizedLinearMethod:
     def _quantize(self, tensor, device) -> QuantizedWeight:
         w = tensor[:] if not isinstance(tensor, torch.Tensor) else tensor
         return quantize_rtn(w.to(device), self.spec.bits, self.spec.group_size,
-                            self.spec.symmetric)
+                            self.spec.symmetric, REFIT_ROUNDS)
 
     def _store(self, layer, part: QuantizedWeight, dst: int, size: int) -> None:
         cols = slice(dst, dst + size)
