@@ -8,8 +8,8 @@ perplexity_text.txt, 2,733 tokens with SmolLM2's tokenizer):
     least-squares refit of layers/quantization/rtn.py, and without it; groups of 64 since
     128 does not divide its hidden size 576, and of 32) of the model in bf16 (the
     dequantized weights rounded to bf16) vs that bf16 model: the perplexity increase,
-    asymmetric (the default) and symmetric. Caveat: the only trained model here already went through
-    4-bit (Q4_1, groups of 32) once; there is no other.
+    asymmetric (the default) and symmetric. Caveat: the only trained model here already
+    went through 4-bit (Q4_1, groups of 32) once; there is no other.
 (c) online FP8 (quantization="fp8": E4M3 weights, a scale per output channel) of the
     same bf16 model vs that model: weights alone (the CPU's forward), and with the
     activations rounded to FP8 per token too (torch._scaled_mm: what CUDA 8.9+ runs).

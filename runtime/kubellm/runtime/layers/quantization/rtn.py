@@ -23,7 +23,8 @@ import torch
 from kubellm.runtime.layers.quantization.packed import QuantizedWeight
 
 
-REFIT_ROUNDS = 10   # the engine's: the error stops falling after ~5-8 rounds
+REFIT_ROUNDS = 10   # the engine's. Gaussian weights, groups of 64: squared error 0.944 / 0.882 /
+# 0.874 / 0.874 of the min-max grid's after 1 / 5 / 10 / 20 rounds
 
 
 @torch.no_grad()
