@@ -48,8 +48,7 @@ def quantize_rtn(weight: torch.Tensor, bits: int = 4, group_size: int = 128,
         biases = low
     if refit_rounds and not symmetric:
         scales, biases = _refit(w, scales, biases, top, refit_rounds)
-    safe = torch.where(scales > 0, scales, torch.ones_like(scales))
-    codes = torch.round((w - biases.unsqueeze(1)) / safe.unsqueeze(1)).clamp_(0, top)
+    codes = _codes(w, scales, biases, top)
     return QuantizedWeight(codes.reshape(in_features, out_features).to(torch.uint8),
                            scales, biases, bits, group_size)
 
@@ -60,10 +59,9 @@ def _refit(w: torch.Tensor, scales: torch.Tensor, biases: torch.Tensor, top: int
     among the min-max grid's and ``rounds`` least-squares refits, each fitted to the
     codes the one before gives. A group whose codes are all equal keeps its grid."""
     best_s, best_b = scales, biases
-    best_err = _squared_error(w, scales, biases, top)
+    best_err, codes = _squared_error(w, scales, biases, top)
     w_mean = w.mean(1)
     for _ in range(rounds):
-        codes = _codes(w, scales, biases, top)
         c_mean = codes.mean(1)
         c_dev = codes - c_mean.unsqueeze(1)
         var = (c_dev * c_dev).mean(1)
@@ -72,7 +70,7 @@ def _refit(w: torch.Tensor, scales: torch.Tensor, biases: torch.Tensor, top: int
                              scales)
         scales = torch.where(scales > 0, scales, best_s)    # the line may not fall
         biases = torch.where(fitted, w_mean - scales * c_mean, biases)
-        err = _squared_error(w, scales, biases, top)
+        err, codes = _squared_error(w, scales, biases, top)   # the next round's codes
         better = err < best_err
         if not better.any():
             break
@@ -87,6 +85,7 @@ def _codes(w, scales, biases, top: int) -> torch.Tensor:
     return torch.round((w - biases.unsqueeze(1)) / safe.unsqueeze(1)).clamp_(0, top)
 
 
-def _squared_error(w, scales, biases, top: int) -> torch.Tensor:
+def _squared_error(w, scales, biases, top: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(each group's squared error on this grid, the codes it rounds to)."""
     codes = _codes(w, scales, biases, top)
-    return ((codes * scales.unsqueeze(1) + biases.unsqueeze(1) - w) ** 2).sum(1)
+    return ((codes * scales.unsqueeze(1) + biases.unsqueeze(1) - w) ** 2).sum(1), codes
