@@ -76,10 +76,12 @@ def test_bf16_top5_agreement_with_kernel_switches(shape, switches, checkpoints, 
 
 
 @pytest.mark.parametrize("shape", ["llama3", "qwen3"])
-def test_bf16_top5_agreement_with_mixed_step_graphs(shape, checkpoints, make_llm,
+@pytest.mark.parametrize("switches", ["mixed_graphs", "mixed_graphs,paged_decodes_apart"])
+def test_bf16_top5_agreement_with_mixed_step_graphs(shape, switches, checkpoints, make_llm,
                                                      monkeypatch):
     """Steps mixing 512-token-budget chunks with decodes replay captured graphs (this
-    GPU's default switches plus mixed_graphs) and keep transformers' top-5."""
+    GPU's default switches plus mixed_graphs; then with the decode rows in decode tiles
+    too) and keep transformers' top-5."""
     from kubellm.runtime.worker.mixed_graphs import MixedGraphs
     replays = []
     real = MixedGraphs.replay
@@ -88,7 +90,7 @@ def test_bf16_top5_agreement_with_mixed_step_graphs(shape, checkpoints, make_llm
         replays.append(token_ids.shape[0])
         return real(self, token_ids, *args)
     monkeypatch.setattr(MixedGraphs, "replay", counted)
-    _assert_top5_agreement(make_llm, *checkpoints(shape), kernel_switches="mixed_graphs",
+    _assert_top5_agreement(make_llm, *checkpoints(shape), kernel_switches=switches,
                            max_num_batched_tokens=512)
     assert replays, "no mixed step replayed a graph"
 

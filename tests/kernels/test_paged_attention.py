@@ -57,6 +57,56 @@ def test_mixed_prefill_decode_batch(dtype):
     check_against_ref(make_batch(**MIXED, dtype=dtype))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_decodes_apart_serve_each_row_once_and_match_the_one_launch(dtype):
+    # the decodes (one query token) in a launch of decode tiles, the rest in prefill
+    # tiles: every row written once, by the launch that owns its sequence
+    batch = make_batch(**MIXED, dtype=dtype)
+    apart = check_against_ref(batch, decodes_apart=True)
+    if dtype == torch.float32:   # each row's sums in the same order, whatever its tile
+        torch.testing.assert_close(apart, paged_attention(**batch), atol=0, rtol=0)
+    launches = []
+    real = pa_module._launch
+
+    def recorded(*args, **kwargs):
+        launches.append((args[6], kwargs["decode_only"], kwargs["queries"]))
+        return real(*args, **kwargs)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pa_module, "_launch", recorded)
+        out = torch.full_like(batch["q"], float("nan"))
+        paged_attention(**batch, out=out, decodes_apart=True)
+        paged_attention(**make_batch(q_lens=[1, 1], seq_lens=[5, 9]), decodes_apart=True)
+    assert not out.isnan().any()   # every row written by one launch or the other
+    # decode tiles for the sequences of one token, prefill tiles for the rest; a batch
+    # of decodes alone is one launch as before
+    assert launches == [(1, True, 1), (max(MIXED["q_lens"]), False, 2), (1, False, 0)]
+
+
+def test_each_launch_of_decodes_apart_leaves_the_other_rows_alone():
+    # QUERIES=1 writes the rows of one-token sequences only, QUERIES=2 the others only
+    batch = make_batch(**MIXED)
+    ref = paged_attention_ref(**batch)
+    single = torch.repeat_interleave(torch.tensor(MIXED["q_lens"]) == 1,
+                                     torch.tensor(MIXED["q_lens"]))
+    args = [batch[k] for k in ("q", "k_cache", "v_cache", "block_tables", "seq_lens",
+                               "cu_seqlens_q")]
+    for queries, owned, max_q, decode_only in ((1, single, 1, True),
+                                               (2, ~single, batch["max_seqlen_q"], False)):
+        out = torch.full_like(batch["q"], float("nan"))
+        pa_module._launch(*args, max_q, batch["scale"], out, 1, 0, None,
+                          decode_only=decode_only, queries=queries)
+        assert out[~owned].isnan().all(), queries
+        torch.testing.assert_close(out[owned], ref[owned], atol=2e-5, rtol=2e-5)
+
+
+def test_decodes_apart_refuses_forced_splits_and_configs():
+    batch = make_batch(**MIXED)
+    with pytest.raises(ValueError, match="decodes_apart"):
+        paged_attention(**batch, decodes_apart=True, num_kv_splits=2)
+    with pytest.raises(ValueError, match="decodes_apart"):
+        paged_attention(**batch, decodes_apart=True, config=(16, 4, 2))
+
+
 @pytest.mark.parametrize("max_seqlen_q", [1, 64])
 def test_max_seqlen_q_only_picks_tiles(max_seqlen_q):
     # Decode-sized tiles over a batch with prefills, and oversized ones: both correct.
@@ -278,6 +328,24 @@ def test_gpu_mixed_batch_llama3_shape(cuda, dtype):
     batch = make_batch(q_lens=[300, 77, 1, 1, 1, 1, 513], seq_lens=[300, 1100, 17, 4096, 2000, 1, 700],
                        num_blocks=2048, dtype=dtype, device=cuda, **LLAMA3)
     check_against_ref(batch)
+
+
+@pytest.mark.gpu
+def test_gpu_mixed_batch_decodes_apart_llama3_shape(cuda):
+    # 20 decodes of 512-4096 keys beside a 300-token prompt and a prefix-cached chunk, as
+    # a serving step where a prompt joins running decodes, in a CUDA graph too
+    q_lens = [1] * 20 + [300, 77]
+    seq_lens = [512 + 180 * i for i in range(20)] + [300, 1100]
+    batch = make_batch(q_lens=q_lens, seq_lens=seq_lens, num_blocks=4096,
+                       dtype=torch.bfloat16, device=cuda, **LLAMA3)
+    eager = check_against_ref(batch, decodes_apart=True)
+    out = torch.empty_like(batch["q"])
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        paged_attention(**batch, out=out, decodes_apart=True)
+    graph.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, eager, atol=0, rtol=0)
 
 
 @pytest.mark.gpu

@@ -134,6 +134,8 @@ def _paged_attention_kernel(
     NUM_SPLITS: tl.constexpr,
     MIN_CHUNK: tl.constexpr,    # fewest keys per split (0: every sequence cut NUM_SPLITS ways)
     DECODE_ONLY: tl.constexpr,  # every sequence has at most one query token: program = seq
+    QUERIES: tl.constexpr,      # serve 0: every sequence, 1: those of one query token only,
+                                # 2: those of more than one only (decodes_apart)
     LAST_MERGES: tl.constexpr,  # the last split program of a q-block merges (no 2nd kernel)
     DOT_FP32: tl.constexpr,     # interpreter only: numpy cannot multiply bf16
     DOT_PRECISION: tl.constexpr,
@@ -160,6 +162,12 @@ def _paged_attention_kernel(
         seq = lo - 1
     q_start = tl.load(cu_seqlens_q_ptr + seq)
     q_len = tl.load(cu_seqlens_q_ptr + seq + 1) - q_start
+    if QUERIES == 1:
+        if q_len != 1:
+            return
+    if QUERIES == 2:
+        if q_len == 1:
+            return
     if DECODE_ONLY:
         local_block = 0
     else:
@@ -437,7 +445,7 @@ def _check_config(config) -> None:
 def paged_attention(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q,
                     max_seqlen_q: int, scale: float, out=None, num_kv_splits=None,
                     min_kv_chunk=None, long_split: bool = False, decode_only: bool = False,
-                    config: tuple[int, int, int] | None = None):
+                    config: tuple[int, int, int] | None = None, decodes_apart: bool = False):
     """Causal varlen attention of `q` [T, Hq, D] over the paged K/V of each sequence.
 
     block_tables [B, max_blocks] int32, seq_lens [B] int32 (context incl. the new tokens),
@@ -454,13 +462,17 @@ def paged_attention(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q,
     long split's counts are allocated then too). `config` (BLOCK_N, num_warps, num_stages) overrides
     the tile config (benchmarks): by default DECODE_CONFIG when `max_seqlen_q` is 1, else
     PREFILL_CONFIG (either set to None: the autotuner's choice).
+    `decodes_apart` (a batch with prefills, no forced splits or config): the sequences of
+    one query token get a launch of their own with decode tiles (GROUP rows used of 16,
+    not of the prefill tiles' 64-128), the others the prefill tiles; both launches find
+    their sequences from cu_seqlens_q on the device, so a CUDA graph captured for one
+    mix of decodes and prefills replays any other.
     """
     _check_inputs(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q, max_seqlen_q,
                   scale, out)
-    num_tokens, num_heads, head_dim = q.shape
+    num_tokens = q.shape[0]
     num_kv_heads = k_cache.shape[2]
     num_seqs = block_tables.shape[0]
-    group = num_heads // num_kv_heads
     if out is None:
         out = torch.empty_like(q, memory_format=torch.contiguous_format)
     max_seqlen_q = int(max_seqlen_q)
@@ -479,7 +491,28 @@ def paged_attention(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q,
         _check_config(config)
     if num_tokens == 0 or num_seqs == 0:
         return out
+    if decodes_apart and max_seqlen_q > 1:
+        if num_kv_splits != 1 or config is not None:
+            raise ValueError("decodes_apart takes neither forced KV splits nor a tile config")
+        _launch(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q, 1, scale, out,
+                1, 0, None, decode_only=True, queries=1)
+        _launch(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q, max_seqlen_q,
+                scale, out, 1, 0, None, decode_only=False, queries=2)
+        return out
+    _launch(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q, max_seqlen_q, scale,
+            out, num_kv_splits, min_kv_chunk, config, decode_only=decode_only, queries=0)
+    return out
 
+
+def _launch(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q, max_seqlen_q: int,
+            scale: float, out, num_kv_splits: int, min_kv_chunk: int, config,
+            decode_only: bool, queries: int) -> None:
+    """One launch of the kernel (and its merge kernel where split-KV needs one) over the
+    sequences ``queries`` selects (the kernel's QUERIES)."""
+    num_tokens, num_heads, head_dim = q.shape
+    num_kv_heads = k_cache.shape[2]
+    num_seqs = block_tables.shape[0]
+    group = num_heads // num_kv_heads
     block_m, block_q = _rows_per_program(max_seqlen_q, group)
     if num_kv_splits > 1:
         part_out = torch.empty((num_tokens, num_heads, num_kv_splits, head_dim),
@@ -502,7 +535,7 @@ def paged_attention(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q,
     kwargs = dict(
         GROUP=group, HEAD_DIM=head_dim, BLOCK_SIZE=k_cache.shape[1], BLOCK_M=block_m,
         BLOCK_Q=block_q, NUM_SPLITS=num_kv_splits, MIN_CHUNK=min_kv_chunk,
-        DECODE_ONLY=bool(decode_only), LAST_MERGES=last_merges,
+        DECODE_ONLY=bool(decode_only), QUERIES=queries, LAST_MERGES=last_merges,
         DOT_FP32=interpreted and q.dtype == torch.bfloat16,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
     )
@@ -527,7 +560,6 @@ def paged_attention(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q,
             NUM_SPLITS=num_kv_splits, SPLITS_POW2=triton.next_power_of_2(num_kv_splits),
             HEAD_DIM=head_dim,
         )
-    return out
 
 
 def paged_attention_ref(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q,

@@ -41,6 +41,9 @@ HELP = {
     "mixed_graphs": "steps that mix prefill chunks the paged kernel serves with decodes "
                     "replay a CUDA graph captured per token count (multiples of 128, up "
                     "to 2048) instead of launching every kernel from the host",
+    "paged_decodes_apart": "steps whose prefill chunks the paged kernel serves attend to "
+                           "their decodes in a launch of decode tiles (16 rows) instead "
+                           "of in the chunks' prefill tiles (64-128 rows, GROUP used)",
 }
 
 
@@ -53,6 +56,7 @@ class KernelSwitches:
     fp8_quant_kernel: bool = False
     mixed_graphs: bool = False
     decode_long_split: bool = False
+    paged_decodes_apart: bool = False
 
     @classmethod
     def parse(cls, text: str | None, capability: tuple[int, int] | None = None

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+import kubellm.kernels.paged_attention as paged_attention_module
 from kubellm.runtime import LLM, SamplingParams
 from kubellm.runtime.attention import triton_backend
 from kubellm.runtime.config import EngineConfig
@@ -23,6 +24,8 @@ MAX_TOKENS = 6
 SWITCH_SETS = {
     "rope_kv_write": "rope_kv_write",
     "all": "rope_kv_write,prefill_attention,prefill_attention_tma",
+    # the paged kernel alone on every step, its decode rows of mixed steps in decode tiles
+    "decodes_apart": "paged_decodes_apart",
 }
 
 
@@ -55,6 +58,10 @@ def test_greedy_tokens_match_transformers(reference, switches, monkeypatch):
     # these chunks are short: the prefill kernel serves them only below its usual bound
     monkeypatch.setattr(triton_backend, "PREFILL_KERNEL_MIN_QUERY", 1)
     prefill_calls = count_calls(monkeypatch, triton_backend, "_prefill_attention")
+    decode_tile_launches = []   # the paged kernel's launches of decode tiles in mixed steps
+    real_launch = paged_attention_module._launch
+    monkeypatch.setattr(paged_attention_module, "_launch", lambda *args, **kwargs: (
+        decode_tile_launches.append(kwargs["queries"] == 1), real_launch(*args, **kwargs))[1])
     llm = LLM(path, dtype="float32", attention_backend="triton", block_size=8,
               max_num_batched_tokens=32, kernel_switches=SWITCH_SETS[switches])
     runner = llm.engine.executor
@@ -65,6 +72,7 @@ def test_greedy_tokens_match_transformers(reference, switches, monkeypatch):
     assert [o.outputs[0].token_ids for o in outs] == expected
     assert llm.engine.kv.prefix_hits > 0, "the shared prefix was meant to be cached"
     assert (prefill_calls[0] > 0) == ("prefill_attention" in SWITCH_SETS[switches])
+    assert any(decode_tile_launches) == ("paged_decodes_apart" in SWITCH_SETS[switches])
 
 
 def test_steps_of_many_short_chunks_take_the_prefill_kernel_and_keep_the_tokens(
@@ -177,6 +185,19 @@ def test_decode_rows_ask_for_the_long_split_and_say_they_are_decode_only(monkeyp
     off = KernelSwitches.parse("decode_long_split=off", (9, 0))
     assert step(off, 1, is_decode_only=True) == (False, True)
     assert step(None, 1, is_decode_only=True) == (False, True)
+
+
+def test_paged_decodes_apart_reaches_the_paged_kernel_of_mixed_steps(monkeypatch):
+    seen = []
+    monkeypatch.setattr(triton_backend, "_paged_attention",
+                        lambda *args, **kwargs: seen.append(kwargs["decodes_apart"]))
+    q = torch.zeros(8, 4, 16)
+    meta = SimpleNamespace(is_decode_only=False, max_seqlen_q=6, num_decodes=2,
+                           block_tables=torch.zeros(3, 1), seq_lens=torch.zeros(3),
+                           cu_seqlens_q=torch.zeros(4), slot_mapping=torch.zeros(8))
+    for text in ("paged_decodes_apart", ""):
+        triton_backend.attend(q, q, q, None, None, meta, 1.0, KernelSwitches.parse(text))
+    assert seen == [True, False]
 
 
 def test_switches_parse_and_name_the_field():

@@ -88,4 +88,5 @@ def paged_attention(q, k_cache, v_cache, meta: AttentionMetadata, scale: float,
     return _paged_attention(q, k_cache, v_cache, meta.block_tables, meta.seq_lens,
                             meta.cu_seqlens_q, meta.max_seqlen_q, scale,
                             long_split=switches is not None and switches.decode_long_split,
-                            decode_only=meta.is_decode_only and meta.max_seqlen_q == 1)
+                            decode_only=meta.is_decode_only and meta.max_seqlen_q == 1,
+                            decodes_apart=switches is not None and switches.paged_decodes_apart)
