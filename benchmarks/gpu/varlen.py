@@ -103,7 +103,9 @@ def run(llm, prompts, outputs, device: str) -> dict:
     engine.executor.launch = timed_launch
     params = [SamplingParams(temperature=0, max_tokens=o, ignore_eos=True, detokenize=False)
               for o in outputs]
+    from kubellm.runtime.worker import compile_watch
     preempted = engine.scheduler.num_preemptions
+    compiled = compile_watch.compiles_after_startup
     if device == "cuda":
         torch.cuda.synchronize()
     t0 = time.perf_counter()
@@ -116,6 +118,9 @@ def run(llm, prompts, outputs, device: str) -> dict:
             "total_tok_s": round((n_in + n_out) / elapsed, 1), "output_tokens": n_out,
             "input_tokens": n_in, "steps": len(launches),
             "preemptions": engine.scheduler.num_preemptions - preempted,
+            # Triton compiles inside the timed run (a first process on a fresh machine ran
+            # 16% slower than later ones in s21 call 82; this says whether compiles did it)
+            "late_compiles": compile_watch.compiles_after_startup - compiled,
             **step_profile([(t - t0, n, s) for t, n, s in launches], elapsed)}
 
 
