@@ -76,12 +76,14 @@ def test_bf16_top5_agreement_with_kernel_switches(shape, switches, checkpoints, 
 
 
 @pytest.mark.parametrize("shape", ["llama3", "qwen3"])
-@pytest.mark.parametrize("switches", ["mixed_graphs", "mixed_graphs,paged_decodes_apart"])
+@pytest.mark.parametrize("switches", ["mixed_graphs", "mixed_graphs,paged_decodes_apart",
+                                      "mixed_graphs,paged_decodes_apart,paged_decodes_split"])
 def test_bf16_top5_agreement_with_mixed_step_graphs(shape, switches, checkpoints, make_llm,
                                                      monkeypatch):
     """Steps mixing 512-token-budget chunks with decodes replay captured graphs (this
     GPU's default switches plus mixed_graphs; then with the decode rows in decode tiles
-    too) and keep transformers' top-5."""
+    too, and those cut: 16 sequences take two splits each) and keep transformers'
+    top-5."""
     from kubellm.runtime.worker.mixed_graphs import MixedGraphs
     replays = []
     real = MixedGraphs.replay

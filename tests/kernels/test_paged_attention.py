@@ -99,6 +99,30 @@ def test_each_launch_of_decodes_apart_leaves_the_other_rows_alone():
         torch.testing.assert_close(out[owned], ref[owned], atol=2e-5, rtol=2e-5)
 
 
+@pytest.mark.parametrize("split", [(4, 32), (3, 0)], ids=["long_split", "few_sequences"])
+def test_decodes_apart_split_cuts_long_decodes_beside_prefills(split, monkeypatch):
+    # the decode launch cuts its sequences as a decode-only batch would (the split
+    # heuristics pick nothing on the CPU: forced here), merging in place with parts kept
+    # by sequence -- a step of many prompt tokens and few decodes -- and leaves the
+    # merge counts zero; its parts start as NaN, so a part nobody wrote would show
+    real_empty = torch.empty
+
+    def nan_empty(*args, **kwargs):
+        t = real_empty(*args, **kwargs)
+        return t.fill_(float("nan")) if t.is_floating_point() else t
+    monkeypatch.setattr(pa_module.torch, "empty", nan_empty)
+    monkeypatch.setattr(pa_module, "choose_kv_split", lambda *args: split)
+    parts, real_launch = [], pa_module._launch   # (splits, chunk) of each launch
+    monkeypatch.setattr(pa_module, "_launch", lambda *args, **kwargs: (
+        parts.append(args[9:11]), real_launch(*args, **kwargs))[1])
+    batch = make_batch(q_lens=[1, 40, 1, 1, 30], seq_lens=[150, 40, 70, 5, 90],
+                       num_blocks=128)
+    out = paged_attention(**batch, decodes_apart=True, decodes_apart_split=True)
+    torch.testing.assert_close(out, paged_attention_ref(**batch), atol=2e-5, rtol=2e-5)
+    assert parts[0] == (split[0], max(split[1], 1)) and parts[1] == (1, 0)
+    assert not pa_module.merge_counts(out.device, 1).any()
+
+
 def test_decodes_apart_refuses_forced_splits_and_configs():
     batch = make_batch(**MIXED)
     with pytest.raises(ValueError, match="decodes_apart"):
@@ -331,18 +355,23 @@ def test_gpu_mixed_batch_llama3_shape(cuda, dtype):
 
 
 @pytest.mark.gpu
-def test_gpu_mixed_batch_decodes_apart_llama3_shape(cuda):
-    # 20 decodes of 512-4096 keys beside a 300-token prompt and a prefix-cached chunk, as
-    # a serving step where a prompt joins running decodes, in a CUDA graph too
+@pytest.mark.parametrize("split", [False, True], ids=["whole", "split"])
+def test_gpu_mixed_batch_decodes_apart_llama3_shape(cuda, split):
+    # 20 decodes of 512-3,932 keys beside a 300-token prompt and a prefix-cached chunk, as
+    # a serving step where a prompt joins running decodes, in a CUDA graph too; with the
+    # split, the decodes over 1,024 keys are cut (the long split: 22 sequences)
     q_lens = [1] * 20 + [300, 77]
     seq_lens = [512 + 180 * i for i in range(20)] + [300, 1100]
     batch = make_batch(q_lens=q_lens, seq_lens=seq_lens, num_blocks=4096,
                        dtype=torch.bfloat16, device=cuda, **LLAMA3)
-    eager = check_against_ref(batch, decodes_apart=True)
+    kwargs = dict(decodes_apart=True, decodes_apart_split=split, long_split=True)
+    assert choose_kv_split(len(q_lens), 8, 1, cuda, long_split=True) == \
+        (LONG_SPLITS, LONG_SPLIT_MIN_CHUNK)
+    eager = check_against_ref(batch, **kwargs)
     out = torch.empty_like(batch["q"])
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        paged_attention(**batch, out=out, decodes_apart=True)
+        paged_attention(**batch, out=out, **kwargs)
     graph.replay()
     torch.cuda.synchronize()
     torch.testing.assert_close(out, eager, atol=0, rtol=0)

@@ -192,7 +192,11 @@ def _paged_attention_kernel(
     kv_lo = split * chunk
     kv_hi = tl.minimum(kv_lo + chunk, kv_end)
     tok = (q_start + q_tok).to(tl.int64)
-    part_row = (tok * (GROUP * tl.num_programs(1)) + head) * NUM_SPLITS + split
+    # a decode-only launch that merges in place keeps its parts by sequence: beside a
+    # mixed step's prefills (decodes_apart) the parts then need rows for the sequences,
+    # not for every token of the step
+    part_tok = tl.zeros_like(tok) + seq if DECODE_ONLY and LAST_MERGES else tok
+    part_row = (part_tok * (GROUP * tl.num_programs(1)) + head) * NUM_SPLITS + split
     if NUM_SPLITS > 1:
         if split >= pieces:   # no keys here: an empty part for the merge kernel (the
             # last piece's program merges without reading it)
@@ -445,7 +449,8 @@ def _check_config(config) -> None:
 def paged_attention(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q,
                     max_seqlen_q: int, scale: float, out=None, num_kv_splits=None,
                     min_kv_chunk=None, long_split: bool = False, decode_only: bool = False,
-                    config: tuple[int, int, int] | None = None, decodes_apart: bool = False):
+                    config: tuple[int, int, int] | None = None, decodes_apart: bool = False,
+                    decodes_apart_split: bool = False):
     """Causal varlen attention of `q` [T, Hq, D] over the paged K/V of each sequence.
 
     block_tables [B, max_blocks] int32, seq_lens [B] int32 (context incl. the new tokens),
@@ -466,7 +471,9 @@ def paged_attention(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q,
     one query token get a launch of their own with decode tiles (GROUP rows used of 16,
     not of the prefill tiles' 64-128), the others the prefill tiles; both launches find
     their sequences from cu_seqlens_q on the device, so a CUDA graph captured for one
-    mix of decodes and prefills replays any other.
+    mix of decodes and prefills replays any other. With `decodes_apart_split` the decode
+    launch also cuts its long sequences' keys as a decode-only batch of that many
+    sequences would (`choose_kv_split` with `long_split`), merging in place.
     """
     _check_inputs(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q, max_seqlen_q,
                   scale, out)
@@ -476,6 +483,7 @@ def paged_attention(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q,
     if out is None:
         out = torch.empty_like(q, memory_format=torch.contiguous_format)
     max_seqlen_q = int(max_seqlen_q)
+    forced_splits = num_kv_splits is not None
     if num_kv_splits is None:
         num_kv_splits, chosen_chunk = choose_kv_split(num_seqs, num_kv_heads, max_seqlen_q,
                                                       q.device, long_split)
@@ -492,10 +500,15 @@ def paged_attention(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q,
     if num_tokens == 0 or num_seqs == 0:
         return out
     if decodes_apart and max_seqlen_q > 1:
-        if num_kv_splits != 1 or config is not None:
+        if forced_splits or config is not None:
             raise ValueError("decodes_apart takes neither forced KV splits nor a tile config")
+        splits, chunk = choose_kv_split(num_seqs, num_kv_heads, 1, q.device, long_split) \
+            if decodes_apart_split else (1, 0)
+        # the few-sequence split's merge kernel would cover every token's rows: merge in
+        # place instead (a chunk of at least one key cuts as a chunk of 0 does)
         _launch(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q, 1, scale, out,
-                1, 0, None, decode_only=True, queries=1)
+                splits, max(chunk, 1) if splits > 1 else 0, None, decode_only=True,
+                queries=1)
         _launch(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q, max_seqlen_q,
                 scale, out, 1, 0, None, decode_only=False, queries=2)
         return out
@@ -514,10 +527,14 @@ def _launch(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q, max_seqle
     num_seqs = block_tables.shape[0]
     group = num_heads // num_kv_heads
     block_m, block_q = _rows_per_program(max_seqlen_q, group)
+    # the long split's last program of each q-block merges; split-KV of few sequences
+    # keeps its merge kernel (up to 32 parts a row, read in one go there)
+    last_merges = num_kv_splits > 1 and min_kv_chunk > 0
     if num_kv_splits > 1:
-        part_out = torch.empty((num_tokens, num_heads, num_kv_splits, head_dim),
+        rows = num_seqs if decode_only and last_merges else num_tokens   # the kernel's part_tok
+        part_out = torch.empty((rows, num_heads, num_kv_splits, head_dim),
                                dtype=torch.float32, device=q.device)
-        part_lse = torch.empty((num_tokens, num_heads, num_kv_splits),
+        part_lse = torch.empty((rows, num_heads, num_kv_splits),
                                dtype=torch.float32, device=q.device)
     else:
         part_out = part_lse = out  # unused by the kernel
@@ -528,9 +545,6 @@ def _launch(q, k_cache, v_cache, block_tables, seq_lens, cu_seqlens_q, max_seqle
                         tuned=None if config is not None else _paged_attention_kernel_tuned)
     grid = (num_seqs if decode_only else num_tokens // block_q + num_seqs, num_kv_heads,
             num_kv_splits)
-    # the long split's last program of each q-block merges; split-KV of few sequences
-    # keeps its merge kernel (up to 32 parts a row, read in one go there)
-    last_merges = num_kv_splits > 1 and min_kv_chunk > 0
     counts = merge_counts(q.device, grid[0] * grid[1]) if last_merges else seq_lens
     kwargs = dict(
         GROUP=group, HEAD_DIM=head_dim, BLOCK_SIZE=k_cache.shape[1], BLOCK_M=block_m,

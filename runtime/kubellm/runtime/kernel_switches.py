@@ -44,6 +44,11 @@ HELP = {
     "paged_decodes_apart": "steps whose prefill chunks the paged kernel serves attend to "
                            "their decodes in a launch of decode tiles (16 rows) instead "
                            "of in the chunks' prefill tiles (64-128 rows, GROUP used)",
+    "paged_decodes_split": "with paged_decodes_apart, that decode launch cuts long "
+                           "sequences' keys into chunks attended in parallel, as a "
+                           "decode-only step of as many sequences does (a long-context "
+                           "decode beside a new prompt otherwise streams its keys in one "
+                           "program per KV head)",
 }
 
 
@@ -57,6 +62,7 @@ class KernelSwitches:
     mixed_graphs: bool = False
     decode_long_split: bool = False
     paged_decodes_apart: bool = False
+    paged_decodes_split: bool = False
 
     @classmethod
     def parse(cls, text: str | None, capability: tuple[int, int] | None = None

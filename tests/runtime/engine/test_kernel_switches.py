@@ -187,17 +187,17 @@ def test_decode_rows_ask_for_the_long_split_and_say_they_are_decode_only(monkeyp
     assert step(None, 1, is_decode_only=True) == (False, True)
 
 
-def test_paged_decodes_apart_reaches_the_paged_kernel_of_mixed_steps(monkeypatch):
+def test_paged_decodes_apart_and_split_reach_the_paged_kernel_of_mixed_steps(monkeypatch):
     seen = []
-    monkeypatch.setattr(triton_backend, "_paged_attention",
-                        lambda *args, **kwargs: seen.append(kwargs["decodes_apart"]))
+    monkeypatch.setattr(triton_backend, "_paged_attention", lambda *args, **kwargs: seen.append(
+        (kwargs["decodes_apart"], kwargs["decodes_apart_split"])))
     q = torch.zeros(8, 4, 16)
     meta = SimpleNamespace(is_decode_only=False, max_seqlen_q=6, num_decodes=2,
                            block_tables=torch.zeros(3, 1), seq_lens=torch.zeros(3),
                            cu_seqlens_q=torch.zeros(4), slot_mapping=torch.zeros(8))
-    for text in ("paged_decodes_apart", ""):
+    for text in ("paged_decodes_apart", "paged_decodes_apart,paged_decodes_split", ""):
         triton_backend.attend(q, q, q, None, None, meta, 1.0, KernelSwitches.parse(text))
-    assert seen == [True, False]
+    assert seen == [(True, False), (True, True), (False, False)]
 
 
 def test_switches_parse_and_name_the_field():

@@ -89,4 +89,6 @@ def paged_attention(q, k_cache, v_cache, meta: AttentionMetadata, scale: float,
                             meta.cu_seqlens_q, meta.max_seqlen_q, scale,
                             long_split=switches is not None and switches.decode_long_split,
                             decode_only=meta.is_decode_only and meta.max_seqlen_q == 1,
-                            decodes_apart=switches is not None and switches.paged_decodes_apart)
+                            decodes_apart=switches is not None and switches.paged_decodes_apart,
+                            decodes_apart_split=switches is not None
+                            and switches.paged_decodes_split)
