@@ -83,6 +83,10 @@ class KernelSwitches:
             if value not in ("on", "off", "true", "false", "1", "0"):
                 raise ConfigError(FIELD, f"{name}={value!r}: expected on or off")
             setattr(switches, name, value in ("on", "true", "1"))
+        if switches.paged_decodes_split and not switches.paged_decodes_apart:
+            # it cuts the decode launch that paged_decodes_apart makes: alone it does nothing
+            raise ConfigError(FIELD, "paged_decodes_split needs paged_decodes_apart (on by "
+                                     "default on Hopper; name both elsewhere)")
         return switches
 
     def describe(self) -> str:

@@ -211,6 +211,11 @@ def test_switches_parse_and_name_the_field():
         EngineConfig(kernel_switches="fused_gemm")
     with pytest.raises(ConfigError, match="kernel_switches.*expected on or off"):
         EngineConfig(kernel_switches="rope_kv_write=maybe")
+    with pytest.raises(ConfigError, match="kernel_switches.*needs paged_decodes_apart"):
+        KernelSwitches.parse("paged_decodes_split")            # no GPU: apart is off
+    with pytest.raises(ConfigError, match="kernel_switches.*needs paged_decodes_apart"):
+        KernelSwitches.parse("paged_decodes_apart=off,paged_decodes_split", (9, 0))
+    assert KernelSwitches.parse("paged_decodes_split", (9, 0)).paged_decodes_split
     config = EngineConfig.from_sources(env={"KUBELLM_KERNEL_SWITCHES": "prefill_attention"})
     assert KernelSwitches.parse(config.kernel_switches).prefill_attention
 
