@@ -1,4 +1,6 @@
 """paged_attention against its plain-torch reference (CPU interpreter; GPU with `gpu`)."""
+import inspect
+
 import pytest
 import torch
 
@@ -47,6 +49,30 @@ def check_against_ref(batch, **kwargs):
     return out
 
 
+def nan_filled_buffers(monkeypatch):
+    """The launcher's partial-sum buffers start as NaN: a merge or an output that read a
+    part nobody wrote would show."""
+    real_empty = torch.empty
+
+    def nan_empty(*args, **kwargs):
+        t = real_empty(*args, **kwargs)
+        return t.fill_(float("nan")) if t.is_floating_point() else t
+    monkeypatch.setattr(pa_module.torch, "empty", nan_empty)
+
+
+def record_launches(monkeypatch) -> list[dict]:
+    """Each kernel launch's arguments by name (max_seqlen_q, num_kv_splits, min_kv_chunk,
+    decode_only, queries, ...), in order."""
+    launches, real = [], pa_module._launch
+    signature = inspect.signature(real)
+
+    def recorded(*args, **kwargs):
+        launches.append(signature.bind(*args, **kwargs).arguments)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(pa_module, "_launch", recorded)
+    return launches
+
+
 # prefill from 0 | prefix-cached prefill | decodes | last blocks partially filled; contexts
 # long enough that whole unmasked key tiles (16 keys on CPU) come before the masked ones.
 MIXED = dict(q_lens=[7, 3, 1, 1, 2, 20], seq_lens=[7, 40, 1, 37, 6, 53])
@@ -58,28 +84,22 @@ def test_mixed_prefill_decode_batch(dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_decodes_apart_serve_each_row_once_and_match_the_one_launch(dtype):
+def test_decodes_apart_serve_each_row_once_and_match_the_one_launch(dtype, monkeypatch):
     # the decodes (one query token) in a launch of decode tiles, the rest in prefill
     # tiles: every row written once, by the launch that owns its sequence
     batch = make_batch(**MIXED, dtype=dtype)
     apart = check_against_ref(batch, decodes_apart=True)
     if dtype == torch.float32:   # each row's sums in the same order, whatever its tile
         torch.testing.assert_close(apart, paged_attention(**batch), atol=0, rtol=0)
-    launches = []
-    real = pa_module._launch
-
-    def recorded(*args, **kwargs):
-        launches.append((args[6], kwargs["decode_only"], kwargs["queries"]))
-        return real(*args, **kwargs)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(pa_module, "_launch", recorded)
-        out = torch.full_like(batch["q"], float("nan"))
-        paged_attention(**batch, out=out, decodes_apart=True)
-        paged_attention(**make_batch(q_lens=[1, 1], seq_lens=[5, 9]), decodes_apart=True)
+    launches = record_launches(monkeypatch)
+    out = torch.full_like(batch["q"], float("nan"))
+    paged_attention(**batch, out=out, decodes_apart=True)
+    paged_attention(**make_batch(q_lens=[1, 1], seq_lens=[5, 9]), decodes_apart=True)
     assert not out.isnan().any()   # every row written by one launch or the other
     # decode tiles for the sequences of one token, prefill tiles for the rest; a batch
     # of decodes alone is one launch as before
-    assert launches == [(1, True, 1), (max(MIXED["q_lens"]), False, 2), (1, False, 0)]
+    assert [(a["max_seqlen_q"], a["decode_only"], a["queries"]) for a in launches] == \
+        [(1, True, 1), (max(MIXED["q_lens"]), False, 2), (1, False, 0)]
 
 
 def test_each_launch_of_decodes_apart_leaves_the_other_rows_alone():
@@ -105,21 +125,15 @@ def test_decodes_apart_split_cuts_long_decodes_beside_prefills(split, monkeypatc
     # heuristics pick nothing on the CPU: forced here), merging in place with parts kept
     # by sequence -- a step of many prompt tokens and few decodes -- and leaves the
     # merge counts zero; its parts start as NaN, so a part nobody wrote would show
-    real_empty = torch.empty
-
-    def nan_empty(*args, **kwargs):
-        t = real_empty(*args, **kwargs)
-        return t.fill_(float("nan")) if t.is_floating_point() else t
-    monkeypatch.setattr(pa_module.torch, "empty", nan_empty)
+    nan_filled_buffers(monkeypatch)
     monkeypatch.setattr(pa_module, "choose_kv_split", lambda *args: split)
-    parts, real_launch = [], pa_module._launch   # (splits, chunk) of each launch
-    monkeypatch.setattr(pa_module, "_launch", lambda *args, **kwargs: (
-        parts.append(args[9:11]), real_launch(*args, **kwargs))[1])
+    launches = record_launches(monkeypatch)
     batch = make_batch(q_lens=[1, 40, 1, 1, 30], seq_lens=[150, 40, 70, 5, 90],
                        num_blocks=128)
     out = paged_attention(**batch, decodes_apart=True, decodes_apart_split=True)
     torch.testing.assert_close(out, paged_attention_ref(**batch), atol=2e-5, rtol=2e-5)
-    assert parts[0] == (split[0], max(split[1], 1)) and parts[1] == (1, 0)
+    parts = [(a["num_kv_splits"], a["min_kv_chunk"]) for a in launches]
+    assert parts == [(split[0], max(split[1], 1)), (1, 0)]
     assert not pa_module.merge_counts(out.device, 1).any()
 
 
@@ -181,12 +195,7 @@ def test_split_with_min_chunk_keeps_short_sequences_whole(dtype):
 def test_split_parts_of_one_piece_and_empty_splits_are_never_read(monkeypatch):
     """The partial buffers start as NaN: a merge that read a part nobody wrote (an empty
     split's output, a whole sequence's parts under the long split) would give NaN."""
-    real_empty = torch.empty
-
-    def nan_empty(*args, **kwargs):
-        t = real_empty(*args, **kwargs)
-        return t.fill_(float("nan")) if t.is_floating_point() else t
-    monkeypatch.setattr(pa_module.torch, "empty", nan_empty)
+    nan_filled_buffers(monkeypatch)
     batch = make_batch(**LONG_TAILED)
     out = check_against_ref(batch, num_kv_splits=4, min_kv_chunk=32)
     assert not out.isnan().any()

@@ -16,6 +16,7 @@ from kubellm.kernels.prefill_attention import prefill_attention as _prefill_atte
 from kubellm.kernels.reshape_and_cache import write_kv_cache
 from kubellm.kernels.rotary_kv_write import rotary_kv_write
 from kubellm.runtime.attention.metadata import AttentionMetadata
+from kubellm.runtime.kernel_switches import KernelSwitches
 
 
 def write_kv(k, v, k_cache, v_cache, slot_mapping):
@@ -85,10 +86,13 @@ def attend(q, k, v, k_cache, v_cache, meta: AttentionMetadata, scale: float, swi
 
 def paged_attention(q, k_cache, v_cache, meta: AttentionMetadata, scale: float,
                     switches=None):
+    switches = switches or _NO_SWITCHES
     return _paged_attention(q, k_cache, v_cache, meta.block_tables, meta.seq_lens,
                             meta.cu_seqlens_q, meta.max_seqlen_q, scale,
-                            long_split=switches is not None and switches.decode_long_split,
+                            long_split=switches.decode_long_split,
                             decode_only=meta.is_decode_only and meta.max_seqlen_q == 1,
-                            decodes_apart=switches is not None and switches.paged_decodes_apart,
-                            decodes_apart_split=switches is not None
-                            and switches.paged_decodes_split)
+                            decodes_apart=switches.paged_decodes_apart,
+                            decodes_apart_split=switches.paged_decodes_split)
+
+
+_NO_SWITCHES = KernelSwitches()   # every switch off: callers that pass none
