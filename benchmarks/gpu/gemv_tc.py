@@ -56,18 +56,6 @@ KERNELS = {
                        (256, 128, 8, 1, True), (128, 128, 8, 2, True), (128, 64, 4, 2, True),
                        (256, 64, 8, 2, True)),
                       ((32, 32, 4, 1, True),), {"dot": 1 << 20, "bf16": 1 << 20}),
-    # x @ W with the weights finished in 16-bit as gemm-tc's, staged through shared
-    # memory (kernels/w4a16_dot_tc.py): split K up to 64 rows, (BLOCK_N, CHUNKS,
-    # num_warps, num_stages), every config of its autotuner ...
-    "dot-tc": ("w4a16_dot_tc", (16, 32, 48, 64), (17, 40),
-               ((128, 4, 4, 1), (128, 4, 4, 2), (128, 4, 4, 3), (128, 8, 4, 3), (64, 4, 4, 3),
-                (128, 2, 4, 3), (256, 4, 8, 3), (256, 2, 8, 3), (64, 8, 4, 3)),
-               ((32, 1, 4, 1),), {"dot": 64, "gemm-tc": 64, "bf16": 64}),
-    # ... and tiles of M past 64 rows: (BLOCK_N, BLOCK_M, num_warps, num_stages)
-    "dot-tc-large": ("w4a16_dot_tc", (128, 256, 1024), (70,),
-                     ((128, 64, 4, 3), (128, 128, 8, 3), (256, 128, 8, 3), (128, 128, 4, 3),
-                      (64, 128, 4, 3), (256, 64, 8, 3), (64, 64, 4, 3)),
-                     ((32, 32, 4, 1),), {"dot": 1 << 20, "dequant": 1 << 20, "bf16": 1 << 20}),
 }
 
 

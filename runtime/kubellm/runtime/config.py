@@ -143,7 +143,7 @@ class EngineConfig:
             raise ConfigError("generation_config", "must be auto, vllm or a directory")
         if self.num_kv_blocks is not None and self.num_kv_blocks < 2:
             raise ConfigError("num_kv_blocks", "must be at least 2")
-        KernelSwitches.parse(self.kernel_switches)
+        KernelSwitches.parse(self.kernel_switches, device_known=False)
 
     @property
     def is_multi_process(self) -> bool:

@@ -65,11 +65,13 @@ class KernelSwitches:
     paged_decodes_split: bool = False
 
     @classmethod
-    def parse(cls, text: str | None, capability: tuple[int, int] | None = None
-              ) -> "KernelSwitches":
+    def parse(cls, text: str | None, capability: tuple[int, int] | None = None,
+              device_known: bool = True) -> "KernelSwitches":
         """``"a,b=off,c=on"`` -> switches, over the defaults of a CUDA device of that
         compute ``capability`` (None: no CUDA device, every switch off); an unknown name
-        or value raises a ConfigError naming the field."""
+        or value raises a ConfigError naming the field. ``device_known=False`` (the
+        config, before a device is chosen) checks names and values only: whether one
+        switch's companion is on depends on the device's defaults."""
         switches = hardware_defaults(capability)
         for item in (text or "").split(","):
             item = item.strip()
@@ -83,7 +85,7 @@ class KernelSwitches:
             if value not in ("on", "off", "true", "false", "1", "0"):
                 raise ConfigError(FIELD, f"{name}={value!r}: expected on or off")
             setattr(switches, name, value in ("on", "true", "1"))
-        if switches.paged_decodes_split and not switches.paged_decodes_apart:
+        if device_known and switches.paged_decodes_split and not switches.paged_decodes_apart:
             # it cuts the decode launch that paged_decodes_apart makes: alone it does nothing
             raise ConfigError(FIELD, "paged_decodes_split needs paged_decodes_apart (on by "
                                      "default on Hopper; name both elsewhere)")

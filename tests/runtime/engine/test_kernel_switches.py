@@ -216,6 +216,13 @@ def test_switches_parse_and_name_the_field():
     with pytest.raises(ConfigError, match="kernel_switches.*needs paged_decodes_apart"):
         KernelSwitches.parse("paged_decodes_apart=off,paged_decodes_split", (9, 0))
     assert KernelSwitches.parse("paged_decodes_split", (9, 0)).paged_decodes_split
+    # the config cannot know the device's defaults yet (on Hopper apart is on): it takes
+    # the split alone, and the engine's parse for its device decides (s23 call 91 failed
+    # here on the H200 when the config refused it)
+    assert EngineConfig(kernel_switches="paged_decodes_split").kernel_switches
+    with pytest.raises(ConfigError, match="kernel_switches.*needs paged_decodes_apart"):
+        KernelSwitches.parse(EngineConfig(kernel_switches="paged_decodes_split")
+                             .kernel_switches, device_capability(torch.device("cpu")))
     config = EngineConfig.from_sources(env={"KUBELLM_KERNEL_SWITCHES": "prefill_attention"})
     assert KernelSwitches.parse(config.kernel_switches).prefill_attention
 
