@@ -46,8 +46,14 @@ KERNELS = {
                  # at 64 rows, no spills): 1.05-1.3x the best config above at 16-64 rows,
                  # but 0.97-0.98x at 16 rows on 4096x28672 and the head (call 51)
                  (128, 4, 4, 2, False), (128, 4, 4, 3, False), (128, 8, 4, 2, False),
-                 (128, 2, 4, 2, False), (64, 4, 4, 2, False)),
-                ((32, 1, 4, 1, False), (32, 2, 4, 1, True)),
+                 (128, 2, 4, 2, False), (64, 4, 4, 2, False),
+                 # s23: the next chunk's words, scales and biases loaded before this
+                 # chunk's MMAs (PREFETCH; built for sm_90 its weights reach wgmma through
+                 # shared memory: 4.0 instead of 3.6 instructions per weight at 64 rows)
+                 (128, 4, 4, 1, False, True), (128, 8, 4, 1, False, True),
+                 (128, 2, 4, 1, False, True), (64, 4, 4, 1, False, True),
+                 (128, 4, 4, 1, True, True)),
+                ((32, 1, 4, 1, False), (32, 2, 4, 1, True), (32, 2, 4, 1, False, True)),
                 {"dot": 64, "gemv-tc": 16, "bf16": 64}),
     # the same kernel past 64 rows, tiles of M: (BLOCK_N, BLOCK_M, num_warps, num_stages,
     # ONE_DOT)
@@ -57,6 +63,14 @@ KERNELS = {
                        (256, 64, 8, 2, True)),
                       ((32, 32, 4, 1, True),), {"dot": 1 << 20, "bf16": 1 << 20}),
 }
+
+
+def config_name(config: tuple, rows: int) -> str:
+    """"tc_" and the config's numbers with ROWS second; gemm-tc's flags ONE_DOT and
+    PREFETCH, where set, as "1dot" and "pf"."""
+    numbers = [v for v in config if not isinstance(v, bool)]
+    flags = [name for name, v in zip(("1dot", "pf"), config[len(numbers):]) if v]
+    return "tc_" + "x".join(map(str, (numbers[0], rows, *numbers[1:], *flags)))
 
 
 def run(smoke: bool, kernel: str = "gemv-tc", row_counts: list[int] | None = None) -> dict:
@@ -84,9 +98,8 @@ def run(smoke: bool, kernel: str = "gemv-tc", row_counts: list[int] | None = Non
             x = torch.randn(m, k, generator=torch.Generator().manual_seed(m)).to(device, dtype)
             ref = w4a16_gemm_ref(x, *copies[0], group).float()
             rows = module.rows_for(group)
-            calls = {"tc_" + "x".join(map(str, (c[0], rows, *c[1:]))).replace(
-                "xTrue", "x1dot").replace("xFalse", ""): (
-                lambda w, c=c: module.launch(x, *w, group, c)) for c in configs}
+            calls = {config_name(c, rows): (lambda w, c=c: module.launch(x, *w, group, c))
+                     for c in configs}
             for peer, most in peers.items():
                 if m <= most and peer != "bf16":
                     calls[peer] = lambda w, p=peer: w4a16_gemm(x, *w, group, 4, variant=p)
