@@ -46,14 +46,12 @@ KERNELS = {
                  # at 64 rows, no spills): 1.05-1.3x the best config above at 16-64 rows,
                  # but 0.97-0.98x at 16 rows on 4096x28672 and the head (call 51)
                  (128, 4, 4, 2, False), (128, 4, 4, 3, False), (128, 8, 4, 2, False),
-                 (128, 2, 4, 2, False), (64, 4, 4, 2, False),
-                 # s23: the next chunk's words, scales and biases loaded before this
-                 # chunk's MMAs (PREFETCH; built for sm_90 its weights reach wgmma through
-                 # shared memory: 4.0 instead of 3.6 instructions per weight at 64 rows)
-                 (128, 4, 4, 1, False, True), (128, 8, 4, 1, False, True),
-                 (128, 2, 4, 1, False, True), (64, 4, 4, 1, False, True),
-                 (128, 4, 4, 1, True, True)),
-                ((32, 1, 4, 1, False), (32, 2, 4, 1, True), (32, 2, 4, 1, False, True)),
+                 (128, 2, 4, 2, False), (64, 4, 4, 2, False)),
+                 # (s23 call 92 also timed five configs loading the next chunk's words,
+                 # scales and biases into registers before this chunk's MMAs: built for
+                 # sm_90 their weights reached wgmma through shared memory, and they took
+                 # 1.03-1.78x the best config's time at 32-64 rows; commit d8bf906)
+                ((32, 1, 4, 1, False), (32, 2, 4, 1, True)),
                 {"dot": 64, "gemv-tc": 16, "bf16": 64}),
     # the same kernel past 64 rows, tiles of M: (BLOCK_N, BLOCK_M, num_warps, num_stages,
     # ONE_DOT)
@@ -66,10 +64,10 @@ KERNELS = {
 
 
 def config_name(config: tuple, rows: int) -> str:
-    """"tc_" and the config's numbers with ROWS second; gemm-tc's flags ONE_DOT and
-    PREFETCH, where set, as "1dot" and "pf"."""
+    """"tc_" and the config's numbers with ROWS second; gemm-tc's flag ONE_DOT, where
+    set, as "1dot"."""
     numbers = [v for v in config if not isinstance(v, bool)]
-    flags = [name for name, v in zip(("1dot", "pf"), config[len(numbers):]) if v]
+    flags = [name for name, v in zip(("1dot",), config[len(numbers):]) if v]
     return "tc_" + "x".join(map(str, (numbers[0], rows, *numbers[1:], *flags)))
 
 

@@ -57,7 +57,7 @@ def gemm_tc_spec(block_m: int, block_n: int, chunks: int, warps: int, stages: in
     from kubellm.kernels.w4a16_gemm_tc import _WEIGHT_ASM
     return _launch_spec({"GROUP_SIZE": 128, "BLOCK_M": block_m, "BLOCK_N": block_n,
                          "ROWS": 16, "CHUNKS": chunks, "SPLIT": True, "ONE_DOT": False,
-                         "PREFETCH": False, "EVEN_N": True,
+                         "EVEN_N": True,
                          "WEIGHT_ASM": _WEIGHT_ASM[torch.bfloat16], "PTX": True}, warps,
                         kernel="_gemm_tc_kernel", module="kubellm.kernels.w4a16_gemm_tc",
                         num_stages=stages)

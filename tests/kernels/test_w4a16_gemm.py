@@ -148,25 +148,23 @@ def test_gemm_tc_matches_reference(m, dtype):
     check(m, large, dtype, variant="gemm-tc")
 
 
-def test_gemm_tc_programs_of_two_chunks_both_dot_forms_prefetch_and_a_config_that_cannot_tile_k():
+def test_gemm_tc_programs_of_two_chunks_both_dot_forms_and_a_config_that_cannot_tile_k():
     from kubellm.kernels import w4a16_gemm_tc
     weight, _ = make_weight(512, 40, group_size=64, seed=5)   # 64 rows of words: 4 programs
     w = dict(weight, scales=weight["scales"].bfloat16(), biases=weight["biases"].bfloat16())
     x = torch.randn(20, 512).bfloat16()
     ref = w4a16_gemm_ref(x, w["qweight"], w["scales"], w["biases"], 64)
-    # each dot form, with and without the next chunk (its group's scales too) prefetched
-    forms = [(one_dot, prefetch) for one_dot in (False, True) for prefetch in (False, True)]
-    for one_dot, prefetch in forms:
+    for one_dot in (False, True):
         out = w4a16_gemm_tc.launch(x, w["qweight"], w["scales"], w["biases"], 64,
-                                   (32, 2, 4, 1, one_dot, prefetch))
+                                   (32, 2, 4, 1, one_dot))
         torch.testing.assert_close(out.float(), ref.float(), atol=0.05, rtol=0.02)
     with pytest.raises(ValueError, match="3 chunks of 8 rows of words must divide K's 64"):
         w4a16_gemm_tc.launch(x, w["qweight"], w["scales"], w["biases"], 64, (32, 3, 4, 1))
     x = torch.randn(80, 512).bfloat16()     # past 64 rows: tiles of M, the second config
     ref = w4a16_gemm_ref(x, w["qweight"], w["scales"], w["biases"], 64)
-    for one_dot, prefetch in forms:         # a dot per code position, or one per chunk
+    for one_dot in (False, True):           # a dot per code position, or one per chunk
         out = w4a16_gemm_tc.launch(x, w["qweight"], w["scales"], w["biases"], 64,
-                                   (32, 16, 4, 1, one_dot, prefetch))
+                                   (32, 16, 4, 1, one_dot))
         torch.testing.assert_close(out.float(), ref.float(), atol=0.05, rtol=0.02)
 
 

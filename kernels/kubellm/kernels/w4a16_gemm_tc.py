@@ -92,7 +92,6 @@ def _gemm_tc_kernel(
     CHUNKS: tl.constexpr,         # chunks per program (SPLIT; else all of K's)
     SPLIT: tl.constexpr,          # K split over programs (one M tile, M <= MAX_M)
     ONE_DOT: tl.constexpr,        # one dot per chunk, weights joined into x's K order
-    PREFETCH: tl.constexpr,       # load chunk c + 1's words, scales, biases before chunk c's MMAs
     EVEN_N: tl.constexpr,
     WEIGHT_ASM: tl.constexpr,
     PTX: tl.constexpr,            # False: the interpreter (no PTX, no 16-bit dots)
@@ -111,20 +110,16 @@ def _gemm_tc_kernel(
         lo = 0
         hi = K // (8 * ROWS)
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-    if PREFETCH:
-        next_words, next_scale, next_bias = _chunk(qw_ptr, scale_ptr, bias_ptr, lo * ROWS,
-                                                   offs_n, mask_n, stride_qk, stride_sg,
-                                                   GROUP_SIZE, ROWS, EVEN_N)
     for c in range(lo, hi):
         first = c * ROWS
-        if PREFETCH:   # this chunk's codes came with the last one; ask for the next's now
-            words, scale, bias = next_words, next_scale, next_bias
-            next_words, next_scale, next_bias = _chunk(
-                qw_ptr, scale_ptr, bias_ptr, tl.minimum(c + 1, hi - 1) * ROWS, offs_n,
-                mask_n, stride_qk, stride_sg, GROUP_SIZE, ROWS, EVEN_N)
+        at_w = qw_ptr + (first + tl.arange(0, ROWS))[None, :] * stride_qk + offs_n[:, None]
+        if EVEN_N:
+            words = tl.load(at_w, eviction_policy="evict_first")
         else:
-            words, scale, bias = _chunk(qw_ptr, scale_ptr, bias_ptr, first, offs_n, mask_n,
-                                        stride_qk, stride_sg, GROUP_SIZE, ROWS, EVEN_N)
+            words = tl.load(at_w, mask=mask_n[:, None], other=0, eviction_policy="evict_first")
+        at = (first * 8 // GROUP_SIZE) * stride_sg + offs_n
+        scale = tl.load(scale_ptr + at, mask=mask_n, other=0.0)
+        bias = tl.load(bias_ptr + at, mask=mask_n, other=0.0)
         if PTX:
             scale = _pairs_of(scale)
             bias = _pairs_of(bias)
@@ -164,20 +159,6 @@ def _gemm_tc_kernel(
 
 
 @triton.jit
-def _chunk(qw_ptr, scale_ptr, bias_ptr, first, offs_n, mask_n, stride_qk, stride_sg,
-           GROUP_SIZE: tl.constexpr, ROWS: tl.constexpr, EVEN_N: tl.constexpr):
-    """The words [BLOCK_N, ROWS] of word rows first.. and their group's scales, biases."""
-    at_w = qw_ptr + (first + tl.arange(0, ROWS))[None, :] * stride_qk + offs_n[:, None]
-    if EVEN_N:
-        words = tl.load(at_w, eviction_policy="evict_first")
-    else:
-        words = tl.load(at_w, mask=mask_n[:, None], other=0, eviction_policy="evict_first")
-    at = (first * 8 // GROUP_SIZE) * stride_sg + offs_n
-    return (words, tl.load(scale_ptr + at, mask=mask_n, other=0.0),
-            tl.load(bias_ptr + at, mask=mask_n, other=0.0))
-
-
-@triton.jit
 def _mma(acc, w, xt, PTX: tl.constexpr):
     """acc [BLOCK_N, BLOCK_M] += w [BLOCK_N, K] @ xt [K, BLOCK_M]."""
     if PTX:
@@ -206,12 +187,11 @@ def _tuned(group_size: int, split: bool):
     if tuned is None:
         rows = rows_for(group_size)
         tuned = autotuned(_gemm_tc_kernel, [
-            triton.Config({"BLOCK_N": n, "ROWS": rows, "CHUNKS": c, "ONE_DOT": one,
-                           "PREFETCH": False},
+            triton.Config({"BLOCK_N": n, "ROWS": rows, "CHUNKS": c, "ONE_DOT": one},
                           num_warps=w, num_stages=s) for n, c, w, s, one in _CONFIGS]
             if split else [
             triton.Config({"BLOCK_N": n, "BLOCK_M": m, "ROWS": rows, "CHUNKS": 1,
-                           "ONE_DOT": one, "PREFETCH": False}, num_warps=w, num_stages=s)
+                           "ONE_DOT": one}, num_warps=w, num_stages=s)
             for n, m, w, s, one in _LARGE_CONFIGS])
         _TUNED[(group_size, split)] = tuned
     return tuned
@@ -230,9 +210,8 @@ def launch(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
     ``unsupported_reason`` takes (call ``w4a16_gemm(..., variant="gemm-tc")``). Up to
     MAX_M rows in one tile of M with K split over programs, more in tiles of M.
     ``config`` instead of the autotuner's choice: (BLOCK_N, CHUNKS, num_warps,
-    num_stages, ONE_DOT, PREFETCH) up to MAX_M rows, (BLOCK_N, BLOCK_M, num_warps,
-    num_stages, ONE_DOT, PREFETCH) beyond (ONE_DOT and PREFETCH may be left out:
-    False)."""
+    num_stages, ONE_DOT) up to MAX_M rows, (BLOCK_N, BLOCK_M, num_warps, num_stages,
+    ONE_DOT) beyond (ONE_DOT may be left out: False)."""
     m, k = x.shape
     n = qweight.shape[1]
     out = torch.empty((m, n), dtype=x.dtype, device=x.device)
@@ -250,12 +229,11 @@ def launch(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
     if interpreted and config is None:     # narrow tiles: several programs per N and M
         config = (32, 1, 4, 1) if split else (32, 32, 4, 1)
     if config is not None:
-        block_n, second, warps, stages, one_dot, prefetch = (*config, False, False)[:6]
+        block_n, second, warps, stages, one_dot = (*config, False)[:5]
         if split and (k // 8) % (rows * second):
             raise ValueError(f"gemm-tc config {config}: {second} chunks of {rows} rows of "
                              f"words must divide K's {k // 8}")
         kwargs.update(BLOCK_N=block_n, ROWS=rows, EVEN_N=n % block_n == 0, ONE_DOT=one_dot,
-                      PREFETCH=prefetch,
                       **(dict(CHUNKS=second) if split else dict(BLOCK_M=second, CHUNKS=1)))
         if not interpreted:
             kwargs.update(num_warps=warps, num_stages=stages)
