@@ -73,6 +73,7 @@ class KernelSwitches:
         config, before a device is chosen) checks names and values only: whether one
         switch's companion is on depends on the device's defaults."""
         switches = hardware_defaults(capability)
+        named = set()
         for item in (text or "").split(","):
             item = item.strip()
             if not item:
@@ -85,6 +86,10 @@ class KernelSwitches:
             if value not in ("on", "off", "true", "false", "1", "0"):
                 raise ConfigError(FIELD, f"{name}={value!r}: expected on or off")
             setattr(switches, name, value in ("on", "true", "1"))
+            named.add(name)
+        if switches.paged_decodes_split and not switches.paged_decodes_apart and \
+                "paged_decodes_split" not in named:
+            switches.paged_decodes_split = False   # a default follows its companion off
         if device_known and switches.paged_decodes_split and not switches.paged_decodes_apart:
             # it cuts the decode launch that paged_decodes_apart makes: alone it does nothing
             raise ConfigError(FIELD, "paged_decodes_split needs paged_decodes_apart (on by "
@@ -123,7 +128,12 @@ def hardware_defaults(capability: tuple[int, int] | None) -> KernelSwitches:
     - a mixed step's decode rows in decode tiles (``paged_decodes_apart``): two 700-token
       prompts joining 160 decodes of 800 keys (a mixed-graph step), 46.96 -> 43.28 ms of
       device time, the paged kernel's time over that step and the next 15.9 -> 12.4 ms;
-      one 512-token prompt beside 20 decodes, 15.62 -> 15.69 ms (s22 call 85)."""
+      one 512-token prompt beside 20 decodes, 15.62 -> 15.69 ms (s22 call 85);
+    - that decode launch cut as a decode-only step's (``paged_decodes_split``): four
+      decodes of 16,000 keys beside a 512-token prompt 29.77 -> 19.37 ms of device time
+      (s23 call 92), 160 decodes of 800 keys beside two 700-token prompts 42.27 -> 41.44,
+      20 of 512 beside one 512-token prompt 15.51 -> 15.57; the chat workload 8,885.5 ->
+      8,925.0 and 9,363.1 -> 9,375.1 output tok/s on seeds 0 and 1 (call 93)."""
     switches = KernelSwitches()
     if capability is not None and tuple(capability) >= (9, 0):
         switches.prefill_attention = switches.prefill_attention_tma = True
@@ -132,6 +142,7 @@ def hardware_defaults(capability: tuple[int, int] | None) -> KernelSwitches:
         switches.fp8_quant_kernel = True
         switches.decode_long_split = True
         switches.paged_decodes_apart = True
+        switches.paged_decodes_split = True
     return switches
 
 

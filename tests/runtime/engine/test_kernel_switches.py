@@ -231,7 +231,7 @@ def test_hopper_defaults_to_what_won_on_the_h200_and_the_user_can_turn_them_off(
     """What won on the H200 is on by default from compute capability 9.0; older GPUs and
     the CPU keep every switch off; the user's text applies on top of the defaults."""
     tma = ["rope_kv_write", "prefill_attention", "prefill_attention_tma", "fp8_quant_kernel",
-           "mixed_graphs", "decode_long_split", "paged_decodes_apart"]
+           "mixed_graphs", "decode_long_split", "paged_decodes_apart", "paged_decodes_split"]
     assert hardware_defaults((9, 0)).enabled() == tma
     assert hardware_defaults((10, 0)).enabled() == tma
     assert hardware_defaults((8, 9)).enabled() == []
@@ -239,11 +239,13 @@ def test_hopper_defaults_to_what_won_on_the_h200_and_the_user_can_turn_them_off(
     assert KernelSwitches.parse("", (9, 0)).enabled() == tma
     assert KernelSwitches.parse("prefill_attention_tma=off", (9, 0)).enabled() == \
         ["rope_kv_write", "prefill_attention", "fp8_quant_kernel", "mixed_graphs",
-         "decode_long_split", "paged_decodes_apart"]
+         "decode_long_split", "paged_decodes_apart", "paged_decodes_split"]
     assert KernelSwitches.parse("mixed_graphs=off", (9, 0)).enabled() == tma[:4] + tma[5:]
     assert KernelSwitches.parse("decode_long_split=off", (9, 0)).enabled() == \
         tma[:5] + tma[6:]
+    # the split cuts apart's launch: turning apart off turns the default split off with it
     assert KernelSwitches.parse("paged_decodes_apart=off", (9, 0)).enabled() == tma[:6]
+    assert KernelSwitches.parse("paged_decodes_split=off", (9, 0)).enabled() == tma[:7]
     assert KernelSwitches.parse("rope_kv_write", (8, 0)).enabled() == ["rope_kv_write"]
     assert device_capability(torch.device("cpu")) is None
 
