@@ -76,14 +76,15 @@ def test_bf16_top5_agreement_with_kernel_switches(shape, switches, checkpoints, 
 
 
 @pytest.mark.parametrize("shape", ["llama3", "qwen3"])
-@pytest.mark.parametrize("switches", ["mixed_graphs", "mixed_graphs,paged_decodes_apart",
+@pytest.mark.parametrize("switches", ["mixed_graphs,paged_decodes_apart=off",
+                                      "mixed_graphs,paged_decodes_split=off",
                                       "mixed_graphs,paged_decodes_apart,paged_decodes_split"])
 def test_bf16_top5_agreement_with_mixed_step_graphs(shape, switches, checkpoints, make_llm,
                                                      monkeypatch):
-    """Steps mixing 512-token-budget chunks with decodes replay captured graphs (this
-    GPU's default switches plus mixed_graphs; then with the decode rows in decode tiles
-    too, and those cut: 16 sequences take two splits each) and keep transformers'
-    top-5."""
+    """Steps mixing 512-token-budget chunks with decodes replay captured graphs (the
+    decode rows in the chunks' prefill tiles; in decode tiles; and those cut: 16
+    sequences take two splits each -- on Hopper the last is the default) and keep
+    transformers' top-5."""
     from kubellm.runtime.worker.mixed_graphs import MixedGraphs
     replays = []
     real = MixedGraphs.replay
