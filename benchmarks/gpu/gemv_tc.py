@@ -63,14 +63,6 @@ KERNELS = {
 }
 
 
-def config_name(config: tuple, rows: int) -> str:
-    """"tc_" and the config's numbers with ROWS second; gemm-tc's flag ONE_DOT, where
-    set, as "1dot"."""
-    numbers = [v for v in config if not isinstance(v, bool)]
-    flags = [name for name, v in zip(("1dot",), config[len(numbers):]) if v]
-    return "tc_" + "x".join(map(str, (numbers[0], rows, *numbers[1:], *flags)))
-
-
 def run(smoke: bool, kernel: str = "gemv-tc", row_counts: list[int] | None = None) -> dict:
     import importlib
 
@@ -96,8 +88,9 @@ def run(smoke: bool, kernel: str = "gemv-tc", row_counts: list[int] | None = Non
             x = torch.randn(m, k, generator=torch.Generator().manual_seed(m)).to(device, dtype)
             ref = w4a16_gemm_ref(x, *copies[0], group).float()
             rows = module.rows_for(group)
-            calls = {config_name(c, rows): (lambda w, c=c: module.launch(x, *w, group, c))
-                     for c in configs}
+            calls = {"tc_" + "x".join(map(str, (c[0], rows, *c[1:]))).replace(
+                "xTrue", "x1dot").replace("xFalse", ""): (
+                lambda w, c=c: module.launch(x, *w, group, c)) for c in configs}
             for peer, most in peers.items():
                 if m <= most and peer != "bf16":
                     calls[peer] = lambda w, p=peer: w4a16_gemm(x, *w, group, 4, variant=p)

@@ -87,13 +87,13 @@ class KernelSwitches:
                 raise ConfigError(FIELD, f"{name}={value!r}: expected on or off")
             setattr(switches, name, value in ("on", "true", "1"))
             named.add(name)
-        if switches.paged_decodes_split and not switches.paged_decodes_apart and \
-                "paged_decodes_split" not in named:
-            switches.paged_decodes_split = False   # a default follows its companion off
-        if device_known and switches.paged_decodes_split and not switches.paged_decodes_apart:
+        if switches.paged_decodes_split and not switches.paged_decodes_apart:
             # it cuts the decode launch that paged_decodes_apart makes: alone it does nothing
-            raise ConfigError(FIELD, "paged_decodes_split needs paged_decodes_apart (on by "
-                                     "default on Hopper; name both elsewhere)")
+            if "paged_decodes_split" not in named:
+                switches.paged_decodes_split = False   # a default follows its companion off
+            elif device_known:
+                raise ConfigError(FIELD, "paged_decodes_split needs paged_decodes_apart "
+                                         "(on by default on Hopper; name both elsewhere)")
         return switches
 
     def describe(self) -> str:
