@@ -117,22 +117,6 @@ def test_bf16_top5_agreement_with_long_split_decode_batches(checkpoints, make_ll
     assert long in chosen, set(chosen)
 
 
-def test_bf16_top5_agreement_with_l2_prefetch(checkpoints, make_llm, monkeypatch):
-    """The l2_prefetch switch: decode graphs (and small eager steps) launch prefetches of
-    each next linear layer's weights on a side stream joined at the forward's end, and the
-    tokens keep transformers' top-5."""
-    from kubellm.runtime.worker.weight_prefetch import WeightPrefetcher
-    launches = []
-    real = WeightPrefetcher._launch
-
-    def counted(self, index, device):
-        launches.append(index)
-        return real(self, index, device)
-    monkeypatch.setattr(WeightPrefetcher, "_launch", counted)
-    _assert_top5_agreement(make_llm, *checkpoints("llama3"), kernel_switches="l2_prefetch")
-    assert launches and set(launches) == set(range(max(launches) + 1))
-
-
 def _assert_top5_agreement(make_llm, path, hf, num_prompts=12, prompt_lens=(5, 300),
                            max_model_len=2048, max_num_seqs=16, **engine_fields):
     from kubellm.runtime import SamplingParams

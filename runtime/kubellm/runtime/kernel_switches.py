@@ -49,9 +49,6 @@ HELP = {
                            "decode-only step of as many sequences does (a long-context "
                            "decode beside a new prompt otherwise streams its keys in one "
                            "program per KV head)",
-    "l2_prefetch": "steps of at most 16 tokens prefetch each linear layer's first weights "
-                   "into L2 on a side stream while the kernels before it (norms, rotary, "
-                   "attention, activation) leave device memory idle",
 }
 
 
@@ -66,7 +63,6 @@ class KernelSwitches:
     decode_long_split: bool = False
     paged_decodes_apart: bool = False
     paged_decodes_split: bool = False
-    l2_prefetch: bool = False
 
     @classmethod
     def parse(cls, text: str | None, capability: tuple[int, int] | None = None,

@@ -80,13 +80,6 @@ class ModelRunner:
             _use_tinygemm(model)
         if self.switches.fp8_quant_kernel:   # used where torch._scaled_mm runs
             _use_fp8_quant_kernel(model)
-        self.prefetcher = None   # the l2_prefetch switch's hooks (CUDA), read per call
-        if device.type == "cuda":
-            from kubellm.runtime.worker.weight_prefetch import WeightPrefetcher
-            self.prefetcher = WeightPrefetcher(
-                model, enabled=lambda: self.switches.l2_prefetch)
-            if self.switches.l2_prefetch:
-                log.info("l2_prefetch: %s", self.prefetcher.describe())
         self.vocab_size = model.args.vocab_size
         self.graphs = None            # DecodeGraphs once captured (CUDA, triton backend)
         self.mixed_graphs = None      # MixedGraphs with the mixed_graphs switch
