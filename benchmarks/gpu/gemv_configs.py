@@ -37,10 +37,14 @@ TRIED_S11 = ((1024, 8, 1, 4), (1024, 16, 1, 4), (1024, 4, 1, 4), (512, 8, 1, 2),
              (512, 16, 4, 4))
 
 
-def candidate_configs(group: int, smoke: bool) -> list[tuple[int, int, int, int]]:
+def candidate_configs(group: int, smoke: bool,
+                      wanted: str | None = None) -> list[tuple[int, int, int, int]]:
+    """``wanted``: "BLOCK_NxROWSxCHUNKSxWARPS,..." instead of the s11 list."""
     if smoke:    # the interpreter's tile width, two shapes of program
         return [(32, 2, 1, 4), (32, 4, 1, 4)]
-    return [c for c in TRIED_S11 if (group // 8) % c[1] == 0]
+    configs = TRIED_S11 if wanted is None else [
+        tuple(int(v) for v in c.split("x")) for c in wanted.split(",")]
+    return [c for c in configs if (group // 8) % c[1] == 0]
 
 
 def fits(config, k: int) -> bool:
@@ -115,7 +119,7 @@ def int4_copies(k: int, n: int, group: int, device: str, dtype, copies_of):
     return [one() for _ in range(copies_of(nbytes))], nbytes
 
 
-def run(smoke: bool, workers: int, slack: float) -> dict:
+def run(smoke: bool, workers: int, slack: float, wanted: str | None = None) -> dict:
     import torch
 
     from benchmarks.gpu import workload_w as W
@@ -124,7 +128,7 @@ def run(smoke: bool, workers: int, slack: float) -> dict:
     device, group = ("cpu", SMOKE_GROUP) if smoke else ("cuda", GROUP)
     dtype = torch.float32 if smoke else torch.bfloat16
     shapes = SMOKE_SHAPES if smoke else SHAPES
-    configs = candidate_configs(group, smoke)
+    configs = candidate_configs(group, smoke, wanted)
     t0 = time.perf_counter()
     compile_s = compile_all(configs, shapes, smoke, workers)
     compile_wall = time.perf_counter() - t0
@@ -179,10 +183,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--workers", type=int, default=min(16, os.cpu_count() or 1))
     ap.add_argument("--slack", type=float, default=0.03)
+    ap.add_argument("--configs", help="BLOCK_NxROWSxCHUNKSxWARPS,... to time instead of "
+                                      "the 17 of s11 (each ROWS must divide a group's "
+                                      "rows of words)")
     args = ap.parse_args(argv)
     if args.smoke:   # CPU tensors run the Triton kernel in its interpreter
         os.environ.setdefault("TRITON_INTERPRET", "1")
-    result = run(args.smoke, args.workers, args.slack)
+    result = run(args.smoke, args.workers, args.slack, args.configs)
     print(json.dumps({k: result[k] for k in ("compile_wall_s", "all_compile_s", "chosen",
                                               "chosen_compile_s", "chosen_over_best")},
                      indent=1))
