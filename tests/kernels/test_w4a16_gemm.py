@@ -413,6 +413,12 @@ def test_gemv_compiles_for_hopper_within_its_instruction_budget():
     ops = opcodes(spec(4, 1024, 8, 8))
     assert 8 * words <= ops["LOP3"] <= 8 * words + 16, ops
     assert 4 * 8 * words <= ops["FFMA"] <= 4 * 8 * words + 64, ops
+    # s24's one-warp config (256 columns, 8 rows of words: 64 words a thread) alike
+    words = words_per_thread(256, 8, 1)
+    ops = opcodes(spec(1, 256, 8, 1))
+    assert 8 * words <= ops["LOP3"] <= 8 * words + 16, ops
+    assert 8 * words <= ops["FFMA"] <= 8 * words + 32, ops
+    assert sum(ops.values()) < 5 * 8 * words, ops
 
 
 def test_gemv_tc_compiles_for_hopper_to_register_fed_wgmma():

@@ -173,8 +173,12 @@ def _gemv_kernel(
 # four (call 33) -- those of CHUNKS > 1 compiled in 15-147 s each. On the H200 (call 35,
 # benchmarks/gpu/gemv_configs.py, each config alone) these two are within 3% of the best
 # of the 17 at all five Llama-3-8B shapes (projections and a 4-bit head) at 1, 2 and 4
-# rows, and compile in 15 s of the 17's 403.
-_CONFIGS = ((512, 8, 1, 2), (1024, 8, 1, 8))
+# rows, and compile in 15 s of the 17's 403. s24 call 98 (benchmarks/results/
+# gpu-h200-2026-12-04s24) added a third, one warp of 256 columns (more programs per SM):
+# at one row 1.0-4.4% faster than the better of the two on all five shapes (4096x4096:
+# 6.66 against 6.89 us; the 4-bit head: 82.96 against 86.76), the others kept at two and
+# four rows (there it loses up to 14%); finer K splits (ROWS 1-2) lost 1.2-2.6x.
+_CONFIGS = ((512, 8, 1, 2), (1024, 8, 1, 8), (256, 8, 1, 1))
 # groups of 32 K rows (GGUF's blocks) hold 4 rows of words: ROWS=8 cannot lie in one
 _SMALL_GROUP_CONFIGS = ((1024, 4, 1, 4),)
 _TUNED: dict[int, object] = {}
