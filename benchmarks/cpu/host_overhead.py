@@ -38,6 +38,10 @@ def main() -> int:
     ap.add_argument("--core-encoding", action="store_true",
                     help="also time the engine core's delta encoding and msgpack of each "
                          "step's outputs (core_encode_ms)")
+    ap.add_argument("--no-delta-rows", action="store_true",
+                    help="with --core-encoding: build every output and encode it, as the "
+                         "core did before s24 (else steady rows come out as deltas: "
+                         "OutputProcessor.delta_encoder)")
     ap.add_argument("--no-async-scheduling", action="store_true",
                     help="wait for every step (the engine's async scheduling off)")
     ap.add_argument("--no-gc-freeze", action="store_true",
@@ -94,12 +98,15 @@ def main() -> int:
         from kubellm.runtime.engine_core import wire
         from kubellm.runtime.engine_core.output_delta import DeltaEncoder
         deltas, codec = DeltaEncoder(), wire.Codec()
+        if not args.no_delta_rows:   # as EngineCore sets it up
+            engine.output.delta_encoder = deltas
         encode_s = 0.0
 
         def encode(outputs):
             nonlocal encode_s
             t = time.perf_counter()
-            codec.encode([wire.OUTPUTS, [deltas.encode(o) for o in outputs], [], [], {}])
+            codec.encode([wire.OUTPUTS, [o if type(o) is list else deltas.encode(o)
+                                         for o in outputs], [], [], {}])
             encode_s += time.perf_counter() - t
     t0 = time.perf_counter()
     for _ in range(args.steps):
@@ -118,6 +125,8 @@ def main() -> int:
               "torch_threads": torch.get_num_threads(), "clock": args.clock}
     if encode is not None:
         result["core_encode_ms"] = round(encode_s / args.steps * 1e3, 3)
+        result["core_ms"] = round(result["host_ms"] + result["core_encode_ms"], 3)
+        result["delta_rows"] = not args.no_delta_rows
     print(json.dumps(result))
     gc.unfreeze()   # the exit's last collection frees them (else nanobind reports leaks)
     return 0

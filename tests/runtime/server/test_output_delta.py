@@ -87,3 +87,66 @@ def test_the_decode_step_short_path_sends_what_the_general_path_sends(monkeypatc
     general = [encoder.encode(o) for o in _plain_outputs()]
     assert fast == general
     assert fast[1] == ["r", None, [[0, {"token_ids": [101]}, None]]]
+
+
+def _timeless(delta: list) -> list:
+    """A delta with its metrics' timestamps blanked (two engines' clocks differ)."""
+    sets = delta[1]
+    if sets and "metrics" in sets:
+        sets = {**sets, "metrics": {k: type(v).__name__ for k, v in sets["metrics"].items()}}
+    return [delta[0], sets, *delta[2:]]
+
+
+def _delta_streams(tiny_model_dir, rows_as_deltas: bool) -> tuple[list[list], int]:
+    """Per step, the deltas the engine core would send for a mix of requests on a real
+    tiny Llama: plain ones (the hot row), one with logprobs, one with prompt logprobs,
+    one of n=2, one stopped by a stop token id, one aborted midway; one finished by
+    max_tokens after another was admitted."""
+    from kubellm.runtime import LLM, SamplingParams
+    llm = LLM(tiny_model_dir, dtype="float32", block_size=16, max_num_batched_tokens=64)
+    engine = llm.engine
+    encoder = DeltaEncoder()
+    if rows_as_deltas:
+        engine.output.delta_encoder = encoder
+    # the front ends detokenize (the core's requests carry detokenize=False); one
+    # request here keeps its text, to take the general path
+    greedy = dict(temperature=0, ignore_eos=True, detokenize=False)
+    requests = {
+        "text": ([26, 27], SamplingParams(max_tokens=4, temperature=0, ignore_eos=True)),
+        "plain-a": ([5, 6, 7], SamplingParams(max_tokens=9, **greedy)),
+        "plain-b": (list(range(20, 60)), SamplingParams(max_tokens=12, **greedy)),
+        "logprobs": ([8, 9], SamplingParams(max_tokens=6, logprobs=2, **greedy)),
+        "prompt-lp": ([11, 12, 13, 14], SamplingParams(max_tokens=5, prompt_logprobs=1,
+                                                        **greedy)),
+        "n2": ([15, 16], SamplingParams(max_tokens=5, n=2, temperature=0.8, seed=3,
+                                        detokenize=False)),
+        "aborted": ([17, 18, 19], SamplingParams(max_tokens=30, **greedy)),
+    }
+    for rid, (prompt, params) in requests.items():
+        engine.add_request(rid, prompt, params)
+    steps, direct = [], 0
+    for step in range(40):
+        if step == 3:
+            engine.add_request("late", [21, 22, 23, 24, 25],
+                               SamplingParams(max_tokens=7, **greedy))
+        if step == 5:
+            engine.abort_request("aborted")
+        if not engine.has_unfinished_requests():
+            break
+        outputs = engine.step()
+        direct += sum(type(o) is list for o in outputs)
+        steps.append([_timeless(o if type(o) is list else encoder.encode(o))
+                      for o in outputs])
+    llm.shutdown()
+    return steps, direct
+
+
+def test_hot_rows_as_deltas_send_what_encoding_their_outputs_sends(tiny_model_dir):
+    """The output processor's hot row handed a DeltaEncoder (as the engine core sets it
+    up) gives, step by step, the very deltas that building each RequestOutput and
+    encoding it gives, and most running rows take that path."""
+    built, none = _delta_streams(tiny_model_dir, rows_as_deltas=False)
+    given, direct = _delta_streams(tiny_model_dir, rows_as_deltas=True)
+    assert given == built
+    assert none == 0 and len(built) > 8
+    assert direct > sum(map(len, built)) // 3, (direct, sum(map(len, built)))

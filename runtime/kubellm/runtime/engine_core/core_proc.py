@@ -171,6 +171,9 @@ class EngineCore:
         self.engine = engine
         self.codec = wire.Codec()
         self.deltas = DeltaEncoder()
+        # running requests' steady steps come out of the engine as deltas already
+        if hasattr(engine, "output"):
+            engine.output.delta_encoder = self.deltas
         self.owner: dict[str, int] = {}      # request id -> front end index
         self.context = zmq.Context(io_threads=1)
         self.input = self.context.socket(zmq.PULL)
@@ -298,15 +301,21 @@ class EngineCore:
             self._abort_everything(f"engine step failed: {type(exc).__name__}: {exc}",
                                    kind="engine_error")
             return
+        owner, pending, encode = self.owner, self._pending, self.deltas.encode
         for out in outputs:
-            index = self.owner.get(out.request_id)
+            if type(out) is list:   # a running request's delta (engine.output.delta_encoder)
+                index = owner.get(out[0])
+                if index is not None:
+                    pending[index].deltas.append(out)
+                continue
+            index = owner.get(out.request_id)
             if index is None:
                 continue  # aborted meanwhile
             if self.trace is not None and not self.deltas.has_sent(out.request_id):
                 self.trace.mark("first", out.request_id)
-            self._pending[index].deltas.append(self.deltas.encode(out))
+            pending[index].deltas.append(encode(out))
             if out.finished:
-                del self.owner[out.request_id]
+                del owner[out.request_id]
 
     def _receive(self, timeout_ms: int) -> None:
         events = dict(self._poller.poll(timeout_ms))

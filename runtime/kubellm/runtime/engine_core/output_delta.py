@@ -58,13 +58,19 @@ _SHORT_PATH = (REQUEST_FIELDS == ("finished", "num_cached_tokens", "prompt_logpr
 
 
 class _Sent:
-    __slots__ = ("request", "request_counts", "counts", "values")
+    __slots__ = ("request", "request_counts", "counts", "values", "steady_metrics",
+                 "steady_cached")
 
     def __init__(self, num_completions: int):
         self.request: dict = {}
         self.request_counts: dict = {}     # request-level sequence field -> length sent
         self.counts = [dict() for _ in range(num_completions)]  # sequence field -> length
         self.values = [dict() for _ in range(num_completions)]  # other field -> value
+        # set while what was sent leaves only token ids to grow (a running one-sequence
+        # request: no text, logprobs or reasons): the metrics dict and cached-token count
+        # sent, which the output processor's hot row compares (token_ids_delta)
+        self.steady_metrics = None
+        self.steady_cached = -1
 
 
 class DeltaEncoder:
@@ -72,13 +78,41 @@ class DeltaEncoder:
 
     def __init__(self):
         self._sent: dict[str, _Sent] = {}
+        # read by OutputProcessor's hot row, which inlines token_ids_delta
+        self.sent_states = self._sent
 
     def encode(self, out: RequestOutput) -> list:
         sent = self._sent.get(out.request_id)
         if sent is not None and _SHORT_PATH and not out.finished and len(out.outputs) == 1:
             delta = _token_ids_only(out, sent)
             if delta is not None:
+                if sent.steady_metrics is None:
+                    _mark_steady(out, sent)
                 return delta
+        delta = self._encode_general(out, sent)
+        if not out.finished:
+            _mark_steady(out, self._sent[out.request_id])
+        return delta
+
+    def token_ids_delta(self, request_id: str, token_ids, metrics: dict,
+                        num_cached_tokens: int) -> list | None:
+        """The delta ``encode`` would give a running one-sequence output that differs
+        from the last one sent only in its token ids (``token_ids``, a growing list),
+        without that output being built: the output processor's hot row for a core that
+        sends deltas. None when the request is not in that steady state (the caller then
+        builds the output and calls ``encode``)."""
+        sent = self._sent.get(request_id)
+        if sent is None or sent.steady_metrics is not metrics \
+                or sent.steady_cached != num_cached_tokens:
+            return None
+        counts = sent.counts[0]
+        num_sent = counts.get("token_ids", 0)
+        if len(token_ids) <= num_sent:
+            return [request_id, None, []]
+        counts["token_ids"] = len(token_ids)
+        return [request_id, None, [[0, {"token_ids": token_ids[num_sent:]}, None]]]
+
+    def _encode_general(self, out: RequestOutput, sent: "_Sent | None") -> list:
         if sent is None:
             sent = self._sent[out.request_id] = _Sent(len(out.outputs))
         request_sets, request_appends = {}, {}
@@ -119,6 +153,29 @@ class DeltaEncoder:
 
     def forget(self, request_id: str) -> None:
         self._sent.pop(request_id, None)
+
+
+def _mark_steady(out: RequestOutput, sent: _Sent) -> None:
+    """After ``out``'s delta: whether what was sent leaves only token ids to grow (the
+    state ``_token_ids_only`` checks field by field), kept as the metrics dict and the
+    cached-token count that ``token_ids_delta`` compares."""
+    sent.steady_metrics, sent.steady_cached = None, -1
+    if not _SHORT_PATH or out.finished or len(out.outputs) != 1:
+        return
+    comp = out.outputs[0]
+    if comp.index or comp.text or comp.logprobs is not None \
+            or comp.finish_reason is not None or comp.stop_reason is not None \
+            or out.prompt_logprobs is not None or out.metrics is None:
+        return
+    request, values = sent.request, sent.values[0]
+    if request.get("finished", _UNSET) is False \
+            and request.get("prompt_logprobs", _UNSET) is None \
+            and values.get("finish_reason", _UNSET) is None \
+            and values.get("stop_reason", _UNSET) is None \
+            and values.get("logprobs", _UNSET) is None \
+            and request.get("num_cached_tokens", _UNSET) == out.num_cached_tokens \
+            and request.get("metrics", _UNSET) == out.metrics:
+        sent.steady_metrics, sent.steady_cached = out.metrics, out.num_cached_tokens
 
 
 def _token_ids_only(out: RequestOutput, sent: _Sent) -> list | None:
