@@ -7,7 +7,7 @@ from __future__ import annotations
 from kubellm.runtime.core.outputs import CompletionOutput, PrefixView, RequestOutput
 from kubellm.runtime.engine_core import wire
 from kubellm.runtime.engine_core.output_delta import (DeltaEncoder, apply_completion_delta,
-                                                      apply_request_delta)
+                                                      apply_request_delta, expand)
 
 
 def _through_wire(delta):
@@ -85,8 +85,9 @@ def test_the_decode_step_short_path_sends_what_the_general_path_sends(monkeypatc
     monkeypatch.setattr(output_delta, "_SHORT_PATH", False)
     encoder = DeltaEncoder()
     general = [encoder.encode(o) for o in _plain_outputs()]
-    assert fast == general
-    assert fast[1] == ["r", None, [[0, {"token_ids": [101]}, None]]]
+    assert [expand(d) for d in fast] == general
+    assert fast[1] == ["r", [101]]                     # the compact form
+    assert expand(fast[1]) == ["r", None, [[0, {"token_ids": [101]}, None]]]
 
 
 def _timeless(delta: list) -> list:
@@ -150,3 +151,24 @@ def test_hot_rows_as_deltas_send_what_encoding_their_outputs_sends(tiny_model_di
     assert given == built
     assert none == 0 and len(built) > 8
     assert direct > sum(map(len, built)) // 3, (direct, sum(map(len, built)))
+
+
+def test_the_front_end_reads_the_compact_delta_as_its_full_form():
+    """RequestAssembler folds ``[request_id, token ids]`` in as the general delta it
+    stands for, through the wire codec: the same cumulative output, step by step."""
+    from kubellm.runtime import SamplingParams
+    from kubellm.runtime.engine_core.assembler import RequestAssembler
+    params = SamplingParams(max_tokens=8, detokenize=False)
+    compact = RequestAssembler("r", None, [1, 2], params, tokenizer=None)
+    full = RequestAssembler("r", None, [1, 2], params, tokenizer=None)
+    first = ["r", {"finished": False, "num_cached_tokens": 0, "prompt_logprobs": None,
+                   "metrics": {"arrival_time": 1.0}},
+             [[0, {"token_ids": [7]}, {"finish_reason": None, "stop_reason": None,
+                                       "logprobs": None}]]]
+    compact.apply(_through_wire(first))
+    full.apply(_through_wire(first))
+    for tail in ([8], [], [9, 10]):
+        got, stopped = compact.apply(_through_wire(["r", tail]))
+        want, _ = full.apply(_through_wire(expand(["r", tail])))
+        assert got == want and not stopped
+    assert list(got.outputs[0].token_ids) == [7, 8, 9, 10] and not got.finished

@@ -105,10 +105,8 @@ class OutputProcessor:
                             num_sent = counts.get("token_ids", 0)
                             if len(tokens) > num_sent:
                                 counts["token_ids"] = len(tokens)
-                                outputs.append([group.request_id, None, [
-                                    [0, {"token_ids": tokens[num_sent:]}, None]]])
-                            else:
-                                outputs.append([group.request_id, None, []])
+                            # output_delta's compact form: [request id, new token ids]
+                            outputs.append([group.request_id, tokens[num_sent:]])
                             continue
                     # the output, its completion and its token view built field by
                     # field on object.__new__, not through their __init__ (a Python

@@ -17,7 +17,7 @@ from kubellm.runtime.core.detokenizer import IncrementalDetokenizer
 from kubellm.runtime.core.outputs import CompletionOutput, PrefixView, RequestOutput
 from kubellm.runtime.core.sampling_params import SamplingParams
 from kubellm.runtime.engine_core.output_delta import (apply_completion_delta,
-                                                      apply_request_delta)
+                                                      apply_request_delta, expand)
 
 # fields this module handles itself (the text is ours, token-aligned lists stop with it)
 _OWN_FIELDS = ("text", "token_ids", "logprobs", "finish_reason", "stop_reason")
@@ -59,6 +59,7 @@ class RequestAssembler:
     def apply(self, delta: list) -> tuple[RequestOutput, list[int]]:
         """Fold one step's delta in: (the cumulative output, indices of sequences that a
         stop string ended here and the core still runs)."""
+        delta = expand(delta)
         completions = delta[2]
         apply_request_delta(self.output, delta, skip=("finished",))
         stopped_here = []

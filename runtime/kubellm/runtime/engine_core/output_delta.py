@@ -8,6 +8,10 @@ CompletionOutput (token ids, logprobs, text) and of the request (prompt_logprobs
 new value of every other field that changed. Fields are
 read from the dataclasses themselves, so a field added to either class travels without
 a change here; the prompt is not sent back (the front end sent it).
+
+A running one-sequence request's step usually changes only its token ids: that delta
+travels compact, as ``[request_id, new token ids]`` (two items; ``expand`` gives the
+full form it stands for), four containers fewer per row to build, send and read.
 """
 from __future__ import annotations
 
@@ -96,9 +100,9 @@ class DeltaEncoder:
 
     def token_ids_delta(self, request_id: str, token_ids, metrics: dict,
                         num_cached_tokens: int) -> list | None:
-        """The delta ``encode`` would give a running one-sequence output that differs
-        from the last one sent only in its token ids (``token_ids``, a growing list),
-        without that output being built: the output processor's hot row for a core that
+        """The compact delta ``encode`` would give a running one-sequence output that
+        differs from the last one sent only in its token ids (``token_ids``, a growing
+        list), without that output being built: the output processor's hot row for a core that
         sends deltas. None when the request is not in that steady state (the caller then
         builds the output and calls ``encode``)."""
         sent = self._sent.get(request_id)
@@ -107,10 +111,8 @@ class DeltaEncoder:
             return None
         counts = sent.counts[0]
         num_sent = counts.get("token_ids", 0)
-        if len(token_ids) <= num_sent:
-            return [request_id, None, []]
-        counts["token_ids"] = len(token_ids)
-        return [request_id, None, [[0, {"token_ids": token_ids[num_sent:]}, None]]]
+        counts["token_ids"] = max(num_sent, len(token_ids))
+        return [request_id, token_ids[num_sent:]]
 
     def _encode_general(self, out: RequestOutput, sent: "_Sent | None") -> list:
         if sent is None:
@@ -201,10 +203,17 @@ def _token_ids_only(out: RequestOutput, sent: _Sent) -> list | None:
         return None
     counts, token_ids = sent.counts[0], comp.token_ids
     num_sent = counts.get("token_ids", 0)
-    if len(token_ids) <= num_sent:
-        return [out.request_id, None, []]
-    counts["token_ids"] = len(token_ids)
-    return [out.request_id, None, [[0, {"token_ids": token_ids[num_sent:]}, None]]]
+    counts["token_ids"] = max(num_sent, len(token_ids))
+    return [out.request_id, token_ids[num_sent:]]
+
+
+def expand(delta: list) -> list:
+    """A delta in its full form: the compact ``[request_id, new token ids]`` as the
+    general form it stands for; any other delta as it is."""
+    if len(delta) != 2:
+        return delta
+    request_id, token_ids = delta
+    return [request_id, None, [[0, {"token_ids": token_ids}, None]] if token_ids else []]
 
 
 def apply_request_delta(target: RequestOutput, delta: list, skip=()) -> None:
