@@ -50,16 +50,16 @@ class OutputProcessor:
         self.groups: dict[str, Group] = {}      # user requests not yet reported finished
         self.generation_tokens_total = 0
         # set by a consumer that sends deltas (the engine core: its DeltaEncoder): a hot
-        # row in the encoder's steady state is then reported as its delta (a list, what
-        # DeltaEncoder.token_ids_delta gives), not as a RequestOutput built only to be
-        # compared field by field and dropped
+        # row in the encoder's steady state is then reported as its compact delta (a
+        # list, what DeltaEncoder.encode would give), not as a RequestOutput built only
+        # to be compared field by field and dropped
         self.delta_encoder = None
 
     def process(self, progressed: list[Request], logprobs: dict,
                 prompt_logprobs: dict | None = None) -> list[RequestOutput | list]:
         """The step's outputs: a RequestOutput per reported request, or, with a
-        ``delta_encoder``, a running request's delta list where that encoder's steady
-        state lets it stand for the output (``DeltaEncoder.token_ids_delta``)."""
+        ``delta_encoder``, a running request's compact delta ``[request id, new token
+        ids]`` where that encoder's steady state lets it stand for the output."""
         now = time.monotonic()
         if prompt_logprobs:
             self._add_prompt_logprobs(prompt_logprobs)
@@ -71,8 +71,8 @@ class OutputProcessor:
         deferred: dict[Group, int] = {}
         groups, eos, max_len = self.groups, self.eos_token_ids, self.max_model_len
         new = object.__new__        # the hot row's constructor (below)
-        # the delta encoder's per-request states (DeltaEncoder.token_ids_delta, inlined
-        # below: a call per row cost more than the objects it saves)
+        # the delta encoder's per-request states, read and advanced in the loop (a method
+        # call per row cost as much as the objects it saves)
         sent_of = self.delta_encoder.sent_states.get if self.delta_encoder else None
         for seq in progressed:
             if seq.first_token_time is None:

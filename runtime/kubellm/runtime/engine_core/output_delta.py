@@ -72,7 +72,8 @@ class _Sent:
         self.values = [dict() for _ in range(num_completions)]  # other field -> value
         # set while what was sent leaves only token ids to grow (a running one-sequence
         # request: no text, logprobs or reasons): the metrics dict and cached-token count
-        # sent, which the output processor's hot row compares (token_ids_delta)
+        # sent. The output processor's hot row compares them and, where they hold, makes
+        # the compact delta itself (what _token_ids_only gives) without an output built
         self.steady_metrics = None
         self.steady_cached = -1
 
@@ -82,7 +83,7 @@ class DeltaEncoder:
 
     def __init__(self):
         self._sent: dict[str, _Sent] = {}
-        # read by OutputProcessor's hot row, which inlines token_ids_delta
+        # read (and each state's token count advanced) by OutputProcessor's hot row
         self.sent_states = self._sent
 
     def encode(self, out: RequestOutput) -> list:
@@ -97,22 +98,6 @@ class DeltaEncoder:
         if not out.finished:
             _mark_steady(out, self._sent[out.request_id])
         return delta
-
-    def token_ids_delta(self, request_id: str, token_ids, metrics: dict,
-                        num_cached_tokens: int) -> list | None:
-        """The compact delta ``encode`` would give a running one-sequence output that
-        differs from the last one sent only in its token ids (``token_ids``, a growing
-        list), without that output being built: the output processor's hot row for a core that
-        sends deltas. None when the request is not in that steady state (the caller then
-        builds the output and calls ``encode``)."""
-        sent = self._sent.get(request_id)
-        if sent is None or sent.steady_metrics is not metrics \
-                or sent.steady_cached != num_cached_tokens:
-            return None
-        counts = sent.counts[0]
-        num_sent = counts.get("token_ids", 0)
-        counts["token_ids"] = max(num_sent, len(token_ids))
-        return [request_id, token_ids[num_sent:]]
 
     def _encode_general(self, out: RequestOutput, sent: "_Sent | None") -> list:
         if sent is None:
@@ -160,7 +145,7 @@ class DeltaEncoder:
 def _mark_steady(out: RequestOutput, sent: _Sent) -> None:
     """After ``out``'s delta: whether what was sent leaves only token ids to grow (the
     state ``_token_ids_only`` checks field by field), kept as the metrics dict and the
-    cached-token count that ``token_ids_delta`` compares."""
+    cached-token count that the output processor's hot row compares."""
     sent.steady_metrics, sent.steady_cached = None, -1
     if not _SHORT_PATH or out.finished or len(out.outputs) != 1:
         return
