@@ -143,36 +143,23 @@ class DeltaEncoder:
 
 
 def _mark_steady(out: RequestOutput, sent: _Sent) -> None:
-    """After ``out``'s delta: whether what was sent leaves only token ids to grow (the
-    state ``_token_ids_only`` checks field by field), kept as the metrics dict and the
-    cached-token count that the output processor's hot row compares."""
+    """After ``out``'s delta: whether what was sent leaves only token ids to grow, kept as
+    the metrics dict and the cached-token count that the output processor's hot row
+    compares."""
     sent.steady_metrics, sent.steady_cached = None, -1
-    if not _SHORT_PATH or out.finished or len(out.outputs) != 1:
-        return
-    comp = out.outputs[0]
-    if comp.index or comp.text or comp.logprobs is not None \
-            or comp.finish_reason is not None or comp.stop_reason is not None \
-            or out.prompt_logprobs is not None or out.metrics is None:
-        return
-    request, values = sent.request, sent.values[0]
-    if request.get("finished", _UNSET) is False \
-            and request.get("prompt_logprobs", _UNSET) is None \
-            and values.get("finish_reason", _UNSET) is None \
-            and values.get("stop_reason", _UNSET) is None \
-            and values.get("logprobs", _UNSET) is None \
-            and request.get("num_cached_tokens", _UNSET) == out.num_cached_tokens \
-            and request.get("metrics", _UNSET) == out.metrics:
+    if _SHORT_PATH and not out.finished and len(out.outputs) == 1 \
+            and out.metrics is not None and _only_token_ids_differ(out, sent):
         sent.steady_metrics, sent.steady_cached = out.metrics, out.num_cached_tokens
 
 
-def _token_ids_only(out: RequestOutput, sent: _Sent) -> list | None:
-    """``encode``'s delta when only token ids grew since the last one (what the general
-    path would send), else None."""
+def _only_token_ids_differ(out: RequestOutput, sent: _Sent) -> bool:
+    """A one-sequence ``out`` with no text, logprobs or reasons, whose request-level
+    fields are what was last sent for it: only its token ids can differ."""
     comp = out.outputs[0]
     if comp.index or comp.text or comp.logprobs is not None \
             or comp.finish_reason is not None or comp.stop_reason is not None \
             or out.prompt_logprobs is not None:
-        return None
+        return False
     request, values = sent.request, sent.values[0]
     if request.get("finished", _UNSET) is not False \
             or request.get("prompt_logprobs", _UNSET) is not None \
@@ -180,13 +167,19 @@ def _token_ids_only(out: RequestOutput, sent: _Sent) -> list | None:
             or values.get("stop_reason", _UNSET) is not None \
             or values.get("logprobs", _UNSET) is not None \
             or request.get("num_cached_tokens", _UNSET) != out.num_cached_tokens:
-        return None
+        return False
     metrics = request.get("metrics", _UNSET)
     # a running request's outputs share one metrics dict (output_processor.py): the same
     # object needs no comparison of its five values
-    if metrics is not out.metrics and metrics != out.metrics:
+    return metrics is out.metrics or metrics == out.metrics
+
+
+def _token_ids_only(out: RequestOutput, sent: _Sent) -> list | None:
+    """``encode``'s delta, compact, when only token ids grew since the last one (what
+    the general path would send, in its short form), else None."""
+    if not _only_token_ids_differ(out, sent):
         return None
-    counts, token_ids = sent.counts[0], comp.token_ids
+    counts, token_ids = sent.counts[0], out.outputs[0].token_ids
     num_sent = counts.get("token_ids", 0)
     counts["token_ids"] = max(num_sent, len(token_ids))
     return [out.request_id, token_ids[num_sent:]]
