@@ -8,8 +8,8 @@ perplexity_text.txt, 2,733 tokens with SmolLM2's tokenizer):
     least-squares refit of layers/quantization/rtn.py, and without it; groups of 64 since
     128 does not divide its hidden size 576, and of 32) of the model in bf16 (the
     dequantized weights rounded to bf16) vs that bf16 model: the perplexity increase,
-    asymmetric (the default) and symmetric. Caveat: the only trained model here already
-    went through 4-bit (Q4_1, groups of 32) once; there is no other.
+    asymmetric (the default) and symmetric. Caveat: this model already went through
+    4-bit (Q4_1, groups of 32) once; --float-model (below) measures one that did not.
 (c) online FP8 (quantization="fp8": E4M3 weights, a scale per output channel) of the
     same bf16 model vs that model: weights alone (the CPU's forward), and with the
     activations rounded to FP8 per token too (torch._scaled_mm: what CUDA 8.9+ runs).
@@ -17,18 +17,30 @@ perplexity_text.txt, 2,733 tokens with SmolLM2's tokenizer):
     every key and value read back from it, vs a float32 cache; then with FP8 weights and
     activations too; and the largest |key| or |value| cached (E4M3 saturates at 448).
 
+``--float-model DIR`` measures (b), (c) and the FP8 cache of (d) instead on a bf16
+checkpoint that never went through 4-bit: the small Llama benchmarks/cpu/train_float_model.py trains on this machine
+(the stdlib's source; 4.2M parameters, groups of 128 fit its layers). Perplexity over
+windows of its training length (256 tokens) on two texts: the fixed English text above
+(prose, out of its domain) and the first 8,192 held-out tokens of its own corpus (code);
+transformers' perplexity on the same checkpoint and windows is the reference that our
+float path must match.
+
     python -m benchmarks.cpu.quantization_quality --out benchmarks/results/cpu
+    python -m benchmarks.cpu.quantization_quality --float-model /tmp/float-llama \
+        --out benchmarks/results/cpu
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 
 import torch
 
 from benchmarks.common.model_logits import (dequantize_layers, kv_abs_max, load, perplexity,
-                                            quantize_layers, quantize_layers_fp8)
+                                            prompt_logits, quantize_layers,
+                                            quantize_layers_fp8)
 
 GROUP_SIZE = 64
 TEXT = Path(__file__).resolve().parent.parent / "common" / "perplexity_text.txt"
@@ -107,16 +119,105 @@ def measure(model_dir: str, limit: int | None = None) -> dict:
     }
 
 
+FLOAT_WINDOW = 256          # train_float_model's sequence length
+FLOAT_HELD_OUT_TOKENS = 8192
+
+
+def windowed_perplexity(model, ids: list[int], window: int, hf: bool = False,
+                        kv_dtype: torch.dtype = torch.float32) -> float:
+    """exp(mean NLL) over consecutive windows of ``window`` tokens (the model was trained
+    on that length), each scored from its own start; ``hf``: a transformers model;
+    ``kv_dtype``: our model's cache (prompt_logits)."""
+    total, count = 0.0, 0
+    for start in range(0, len(ids) - 1, window):
+        chunk = ids[start:start + window]
+        if len(chunk) < 2:
+            break
+        if hf:
+            with torch.no_grad():
+                logits = model(torch.tensor([chunk])).logits[0].float()
+        else:
+            logits = prompt_logits(model, chunk, kv_dtype)
+        total += float(torch.nn.functional.cross_entropy(
+            logits[:-1], torch.tensor(chunk[1:]), reduction="sum"))
+        count += len(chunk) - 1
+    return math.exp(total / count)
+
+
+def measure_float(model_dir: str, tokens: int | None = None) -> dict:
+    """Online 4-bit and FP8 of a float checkpoint that never went through 4-bit, against
+    it, on the fixed prose and on held-out code (train_float_model's corpus); ``tokens``:
+    the first that many of each text alone."""
+    from transformers import AutoTokenizer, LlamaForCausalLM
+
+    from benchmarks.cpu.train_float_model import split_corpus
+    from kubellm.runtime.layers.quantization import linear_method
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    held_out = tokenizer(split_corpus()[1][:FLOAT_HELD_OUT_TOKENS * 8]).input_ids
+    texts = {"prose": tokenizer(TEXT.read_text()).input_ids[:tokens],
+             "held_out_code": held_out[:min(tokens or FLOAT_HELD_OUT_TOKENS,
+                                            FLOAT_HELD_OUT_TOKENS)]}
+    hf = LlamaForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32).eval()
+    model = load(model_dir)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    refit = linear_method.REFIT_ROUNDS
+    result = {"model": model_dir, "window": FLOAT_WINDOW}
+    for name, ids in texts.items():
+        row = {"tokens": len(ids),
+               "ppl_transformers_fp32": round(windowed_perplexity(hf, ids, FLOAT_WINDOW, True), 4)}
+        model.load_state_dict(state)
+        base = row["ppl_bf16"] = round(windowed_perplexity(model, ids, FLOAT_WINDOW), 4)
+        for group, symmetric, rounds in ((128, False, refit), (128, False, 0),
+                                         (128, True, refit), (64, False, refit),
+                                         (32, False, refit)):
+            model.load_state_dict(state)
+            linear_method.REFIT_ROUNDS = rounds
+            try:
+                quantized = quantize_layers(model, group, symmetric)
+            finally:
+                linear_method.REFIT_ROUNDS = refit
+            key = f"4bit_{'symmetric' if symmetric else 'asymmetric'}_group{group}" + \
+                ("" if rounds or symmetric else "_no_refit")
+            ppl = windowed_perplexity(quantized, ids, FLOAT_WINDOW)
+            row[f"ppl_{key}"], row[f"increase_{key}"] = round(ppl, 4), round(ppl / base - 1, 5)
+            model = dequantize_layers(quantized)
+        for key, activations in (("fp8_weights", False), ("fp8_weights_and_activations", True)):
+            model.load_state_dict(state)
+            quantized = quantize_layers_fp8(model, activations)
+            ppl = windowed_perplexity(quantized, ids, FLOAT_WINDOW)
+            row[f"ppl_{key}"], row[f"increase_{key}"] = round(ppl, 4), round(ppl / base - 1, 5)
+            model = dequantize_layers(quantized)
+        # the user's path, `LLM(model, quantization="4bit")`'s loader (groups of 128, the
+        # default): the same weights as quantize_layers' first variant
+        loaded = load(model_dir, quantization="4bit", quantization_group_size=128)
+        row["ppl_4bit_loader"] = round(windowed_perplexity(loaded, ids, FLOAT_WINDOW), 4)
+        model.load_state_dict(state)
+        ppl = windowed_perplexity(model, ids, FLOAT_WINDOW, kv_dtype=torch.float8_e4m3fn)
+        row["ppl_fp8_kv_cache"], row["increase_fp8_kv_cache"] = round(ppl, 4), \
+            round(ppl / base - 1, 5)
+        result[name] = row
+    return result
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=".")
-    ap.add_argument("--limit", type=int, default=None, help="first N tokens of the text")
+    ap.add_argument("--limit", type=int, default=None,
+                    help="first N tokens of the text (of each text with --float-model)")
+    ap.add_argument("--float-model", default=None,
+                    help="a float checkpoint never quantized (train_float_model.py's): "
+                         "online 4-bit and FP8 against it, written to "
+                         "quantization_quality_float.json")
     args = ap.parse_args()
-    from kubellm.runtime.loading.default_model import default_model_path
-    result = measure(default_model_path(), args.limit)
+    if args.float_model:
+        result, name = measure_float(args.float_model, args.limit), \
+            "quantization_quality_float.json"
+    else:
+        from kubellm.runtime.loading.default_model import default_model_path
+        result, name = measure(default_model_path(), args.limit), "quantization_quality.json"
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "quantization_quality.json").write_text(json.dumps(result, indent=1))
+    (out / name).write_text(json.dumps(result, indent=1))
     print(json.dumps(result, indent=1))
     return 0
 
