@@ -23,6 +23,7 @@ from operator import attrgetter
 from kubellm.runtime.core.histogram import CumulativeHistogram
 from kubellm.runtime.core.kv_cache import KVCacheManager
 from kubellm.runtime.core.request import Request, Status
+from kubellm.runtime.core.steady_decode import SteadyDecode
 
 
 _BY_ARRIVAL = attrgetter("arrival_time")
@@ -120,6 +121,10 @@ class Scheduler:
         # tokens per step, vLLM's vllm:iteration_tokens_total
         self.iteration_tokens = CumulativeHistogram(ITERATION_TOKEN_BUCKETS)
         self._requests: dict[str, Request] = {}
+        # steady decode steps planned from the last one (steady_decode.py); off: every
+        # step runs the full loop (tests compare the two)
+        self.steady_decode = True
+        self._steady: SteadyDecode | None = None
 
     # ---- queue management ----------------------------------------------------------
     def add_request(self, request: Request) -> None:
@@ -158,6 +163,16 @@ class Scheduler:
     # ---- one step ------------------------------------------------------------------
     def schedule(self) -> SchedulerOutput:
         out = SchedulerOutput(has_special=self.num_special > 0)
+        steady = self._steady
+        if steady is not None:
+            rows = steady.next_step(self.kv, self.running, self.waiting)
+            if rows is not None:     # the last step's rows, each one token further
+                out.requests, out.starts = rows
+                n = len(out.requests)
+                out.num_new_tokens, out.samples = [1] * n, [True] * n
+                self.iteration_tokens.observe(n)
+                return out
+            self._steady = None
         budget = self.max_num_batched_tokens
         if self.policy == "timeslice" and self.waiting:
             self._yield_expired_slices(out)
@@ -193,10 +208,16 @@ class Scheduler:
             add_start(computed)
             add_samples(computed + num_new == target)
             budget -= num_new
+        num_running_rows = len(out.requests)
         if not out.preempted:
             budget = self._admit_waiting(out, budget)
         if out.requests:
             self.iteration_tokens.observe(self.max_num_batched_tokens - budget)
+        # admitted rows come after the running ones, out of the order the next step's
+        # loop gives them (_running_order): a plan starts from a step without any
+        if self.steady_decode:
+            self._steady = SteadyDecode.after(out, self.running, self.waiting) \
+                if len(out.requests) == num_running_rows else None
         return out
 
     def update(self, out: SchedulerOutput, sampled: dict[str, int]) -> list[Request]:
