@@ -5,6 +5,7 @@ this isolates them from the forward pass so they can be profiled anywhere:
 
     python -m benchmarks.cpu.host_overhead [--batch 256] [--steps 64] [--profile]
     python -m benchmarks.cpu.host_overhead --clock cpu   # on a shared, loaded machine
+    python -m benchmarks.cpu.host_overhead --context-spread --no-steady-decode
     python -m benchmarks.cpu.host_overhead --core-encoding   # + the engine core's output
         # encoding per step (deltas, then msgpack: what `kubellm serve` sends its front ends)
 
@@ -42,6 +43,13 @@ def main() -> int:
                     help="with --core-encoding: build every output and encode it, as the "
                          "core did before s24 (else steady rows come out as deltas: "
                          "OutputProcessor.delta_encoder)")
+    ap.add_argument("--context-spread", action="store_true",
+                    help="prompts of random lengths in [context/2, 3*context/2) instead of "
+                         "all --context long (rows cross KV block boundaries in different "
+                         "steps, as in serving)")
+    ap.add_argument("--no-steady-decode", action="store_true",
+                    help="the scheduler's full loop every step (its steady decode plan "
+                         "off: core/steady_decode.py)")
     ap.add_argument("--no-async-scheduling", action="store_true",
                     help="wait for every step (the engine's async scheduling off)")
     ap.add_argument("--no-gc-freeze", action="store_true",
@@ -67,11 +75,14 @@ def main() -> int:
     # captured graphs for this tiny model and timed the GPU path (2026-12-02 call 4 on
     # the H200 host: the first run passed its 30 s limit; most likely the compiles, which
     # the second run then found cached)
+    longest = args.context * 3 // 2 if args.context_spread else args.context
     llm = LLM(str(tmp), load_format="dummy", skip_tokenizer_init=True, device="cpu",
-              max_num_seqs=args.batch, max_num_batched_tokens=args.batch * args.context,
-              num_kv_blocks=args.batch * (args.context + args.steps + 32) // 16 + 16,
+              max_num_seqs=args.batch, max_num_batched_tokens=args.batch * longest,
+              num_kv_blocks=args.batch * (longest + args.steps + 32) // 16 + 16,
               async_scheduling=not args.no_async_scheduling)
     engine = llm.engine
+    if args.no_steady_decode:
+        engine.scheduler.steady_decode = False
     # what the engine core process does after startup, as the commit under test has it
     # (its freeze_startup_heap); spelled out for commits from before it
     # (ab_host_overhead.sh runs this file on older commits)
@@ -86,8 +97,10 @@ def main() -> int:
     rng = random.Random(0)
     params = SamplingParams(temperature=0, max_tokens=args.steps + 8, ignore_eos=True,
                             detokenize=False, output_kind=args.output_kind)
-    fill_until_decoding(engine, {str(i): [rng.randrange(3, 1000) for _ in range(args.context)]
-                                 for i in range(args.batch)}, params)
+    lengths = [rng.randrange(args.context // 2, longest) if args.context_spread
+               else args.context for _ in range(args.batch)]
+    fill_until_decoding(engine, {str(i): [rng.randrange(3, 1000) for _ in range(n)]
+                                 for i, n in enumerate(lengths)}, params)
     profiler = None
     if args.profile:
         import cProfile
@@ -118,7 +131,10 @@ def main() -> int:
         profiler.disable()
         import pstats
         pstats.Stats(profiler).sort_stats(args.sort).print_stats(args.top)
-    result = {"batch": args.batch, "context": args.context, "output_kind": args.output_kind,
+    result = {"batch": args.batch, "context": args.context,
+              "context_spread": args.context_spread,
+              "steady_decode": getattr(engine.scheduler, "steady_decode", False),
+              "output_kind": args.output_kind,
               "async_scheduling": engine.run_ahead,
               **host_ms_per_step(engine, args.steps),
               "step_ms": round(wall / args.steps * 1e3, 3),

@@ -16,6 +16,16 @@ def test_host_overhead_smoke_prints_figures():
         assert is_figure(result[key]), (key, result)
 
 
+def test_host_overhead_smoke_with_spread_contexts_and_the_full_loop():
+    for flags in ((), ("--no-steady-decode",)):
+        proc = run_module("benchmarks.cpu.host_overhead", "--batch", 8, "--context", 32,
+                          "--steps", 20, "--context-spread", "--clock", "cpu", *flags)
+        result = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert result["context_spread"] is True
+        assert result["steady_decode"] is (not flags)
+        assert is_figure(result["schedule_ms"]) and is_figure(result["host_ms"]), result
+
+
 def test_mixed_step_host_smoke_prints_figures():
     proc = run_module("benchmarks.cpu.mixed_step_host", "--blocks", 300, "--decodes", 3,
                       "--prompt", 40, "--repeats", 2)

@@ -6,6 +6,10 @@ their prompts chunked to fit. When the KV pool runs dry, a running request is pr
 by recompute (its blocks freed; it re-enters the waiting queue and later re-prefills its
 prompt plus what it already generated, so it finishes with the same tokens).
 
+Steady decode (every running request one token a step, nothing waiting) is planned from
+the step before, without the per-request loop, until something changes
+(``steady_decode.py``); it plans exactly what the loop would.
+
 Policies
 - ``fcfs``: arrival order; the newest running request is preempted first.
 - ``priority``: higher ``priority`` admitted first and preempted last (ties: arrival);
