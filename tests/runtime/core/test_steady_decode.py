@@ -35,9 +35,9 @@ class Run:
     """One scheduler and its requests, driven as the engine drives it."""
 
     def __init__(self, steady: bool, policy: str, num_blocks: int, prefix_caching: bool,
-                 async_scheduling: bool):
+                 async_scheduling: bool, max_seqs: int):
         kv = KVCacheManager(num_blocks, 4, enable_prefix_caching=prefix_caching)
-        self.s = Scheduler(kv, 48, 12, policy, timeslice_steps=6)
+        self.s = Scheduler(kv, 48, max_seqs, policy, timeslice_steps=6)
         self.s.steady_decode = steady
         self.async_scheduling = async_scheduling
         self.in_flight = None
@@ -93,13 +93,13 @@ class Run:
 
 
 def drive(seed: int, policy: str, num_blocks: int, prefix_caching: bool,
-          async_scheduling: bool) -> tuple[Run, Run]:
-    runs = [Run(steady, policy, num_blocks, prefix_caching, async_scheduling)
+          async_scheduling: bool, max_seqs: int = 12) -> tuple[Run, Run]:
+    runs = [Run(steady, policy, num_blocks, prefix_caching, async_scheduling, max_seqs)
             for steady in (True, False)]
     rng = random.Random(seed)
     shared = [rng.randrange(10, 99) for _ in range(12)]   # a common prefix, for the cache
     arrivals = 0
-    for step in range(600):
+    for step in range(1500):
         if arrivals < 40 and (step < 3 or rng.random() < 0.08):
             for _ in range(rng.choice((1, 1, 2, 5))):
                 rid = f"r{arrivals}"
@@ -129,9 +129,10 @@ def drive(seed: int, policy: str, num_blocks: int, prefix_caching: bool,
 @pytest.mark.parametrize("prefix_caching", [True, False])
 def test_steady_steps_plan_what_the_full_loop_plans(async_scheduling, policy, prefix_caching):
     for seed in range(10):
-        # 60 blocks of 4 tokens: preemptions; 400: none
-        for num_blocks in (60, 400):
-            steady, full = drive(seed, policy, num_blocks, prefix_caching, async_scheduling)
+        # 60 blocks of 4 tokens: preemptions; 400: none; a batch of 4: full, with a queue
+        for num_blocks, max_seqs in ((60, 12), (400, 12), (400, 4)):
+            steady, full = drive(seed, policy, num_blocks, prefix_caching, async_scheduling,
+                                 max_seqs)
             assert full.steady_steps == 0
             assert steady.s.num_preemptions == full.s.num_preemptions
     # the steady path planned a good part of the steps (else this compares nothing)
@@ -174,7 +175,8 @@ def test_no_plan_after_a_step_that_left_a_request_out_or_admitted_a_prompt():
     assert isinstance(s._steady, SteadyDecode)
     s.update(out, {"a": 7})
     s.add_request(Request("b", [4], SamplingParams(max_tokens=2), arrival_time=1))
-    assert s._steady.next_step(kv, s.running, s.waiting) is None   # someone waits
+    assert s._can_admit()
+    assert s._steady.next_step(kv, s.running, s._can_admit()) is None   # someone waits
 
 
 def test_rows_due_together_get_their_blocks_in_the_step_order():
@@ -201,3 +203,17 @@ def test_rows_due_together_get_their_blocks_in_the_step_order():
     assert plan.step == 1               # the steady path planned it
     tables = [{f"r{i}": list(s.kv._tables[f"r{i}"]) for i in range(3)} for s in schedulers]
     assert tables[0] == tables[1]
+
+
+def test_fcfs_plans_steady_steps_while_the_batch_is_full_and_requests_wait():
+    s = Scheduler(KVCacheManager(64, 4, enable_prefix_caching=False), 48, 2)
+    for i in range(3):
+        r = Request(f"r{i}", [10 + i] * 3, SamplingParams(max_tokens=20), arrival_time=i)
+        r.max_tokens = 20
+        s.add_request(r)
+    plans = []
+    for _ in range(6):
+        s.update(s.schedule(), {f"r{i}": 7 for i in range(3)})
+        plans.append(s._steady.step if s._steady is not None else None)
+    assert len(s.running) == 2 and len(s.waiting) == 1 and not s._can_admit()
+    assert plans[-3:] == [2, 3, 4], plans   # one full step after the prefill, then the plan

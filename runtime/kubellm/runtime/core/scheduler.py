@@ -6,7 +6,7 @@ their prompts chunked to fit. When the KV pool runs dry, a running request is pr
 by recompute (its blocks freed; it re-enters the waiting queue and later re-prefills its
 prompt plus what it already generated, so it finishes with the same tokens).
 
-Steady decode (every running request one token a step, nothing waiting) is planned from
+Steady decode (every running request one token a step, none to admit) is planned from
 the step before, without the per-request loop, until something changes
 (``steady_decode.py``); it plans exactly what the loop would.
 
@@ -169,7 +169,7 @@ class Scheduler:
         out = SchedulerOutput(has_special=self.num_special > 0)
         steady = self._steady
         if steady is not None:
-            rows = steady.next_step(self.kv, self.running, self.waiting)
+            rows = steady.next_step(self.kv, self.running, self._can_admit())
             if rows is not None:     # the last step's rows, each one token further
                 out.requests, out.starts = rows
                 n = len(out.requests)
@@ -220,9 +220,16 @@ class Scheduler:
         # admitted rows come after the running ones, out of the order the next step's
         # loop gives them (_running_order): a plan starts from a step without any
         if self.steady_decode:
-            self._steady = SteadyDecode.after(out, self.running, self.waiting) \
+            self._steady = SteadyDecode.after(out, self.running, self._can_admit()) \
                 if len(out.requests) == num_running_rows else None
         return out
+
+    def _can_admit(self) -> bool:
+        """Whether the next step's loop may admit or yield to a waiting request: never
+        while none waits, nor under fcfs while the batch is full (only the priority
+        policy preempts for a waiting request, only timeslice yields to one)."""
+        return bool(self.waiting) and (self.policy != "fcfs"
+                                       or len(self.running) < self.max_num_seqs)
 
     def update(self, out: SchedulerOutput, sampled: dict[str, int]) -> list[Request]:
         """Both halves at once, for an engine that waits for every step."""

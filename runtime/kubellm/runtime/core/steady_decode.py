@@ -1,17 +1,19 @@
 """Steady decode steps planned without visiting every running request.
 
 Once a step schedules every running request for exactly one token (all decode, nothing
-waiting, nothing preempted), the steps after it are the same rows in the same order, each
+admitted or preempted, and nothing the scheduler could admit: no request waits, or under
+fcfs the batch is full), the steps after it are the same rows in the same order, each
 start one further, until something changes: a request finishes or is aborted (the running
-list shrinks; it only grows inside the scheduler's own loop), a request arrives (the
-waiting list is no longer empty), a row needs more KV blocks, or a row reaches the step
-where its last token is in flight (the full loop skips such a row). The first two are
-seen by two length checks per step. The last two are known in advance per row, so they
-are kept by the step at which each falls due (``_alloc_due``, ``_length_due``).
+list shrinks; it only grows inside the scheduler's own loop), a request could be admitted,
+a row needs more KV blocks, or a row reaches the step where its last token is in flight
+(the full loop skips such a row). The first two are seen by the scheduler's checks per
+step. The last two are known in advance per row, so they are kept by the step at which
+each falls due (``_alloc_due``, ``_length_due``).
 
-A step that falls due for KV blocks makes only those rows' allocations (about one row in
-block_size per step). One that cannot allocate, or reaches a row's last token, hands the
-step back to the full loop, which preempts or skips as it always does. The rows' dues are
+A step that falls due for KV blocks makes only those rows' KV calls (each row's every
+block_size steps, two with prefix caching). One that cannot allocate, or reaches a row's
+last token, hands the step back to the full loop, which preempts or skips as it always
+does. The rows' dues are
 worked out at the first steady step after a full one (a pass over the rows), not at the
 full step itself: when a request finishes every step or two, nothing is paid for them.
 """
@@ -34,11 +36,12 @@ class SteadyDecode:
         self._length_due = 0              # the first step at which a row may be skipped
 
     @classmethod
-    def after(cls, out, running: list, waiting: list) -> SteadyDecode | None:
+    def after(cls, out, running: list, can_admit: bool) -> SteadyDecode | None:
         """The plan that continues ``out`` (a full step's SchedulerOutput), or None when
-        ``out`` is not a steady decode step of every running request."""
+        ``out`` is not a steady decode step of every running request, or the scheduler
+        could admit a waiting one next step."""
         n = len(out.requests)
-        if not n or out.preempted or waiting or n != len(running) \
+        if not n or out.preempted or can_admit or n != len(running) \
                 or sum(out.num_new_tokens) != n or not all(out.samples):
             return None
         return cls(out.requests, out.starts)
@@ -67,11 +70,11 @@ class SteadyDecode:
                 length_due = due
         self._alloc_due, self._length_due = alloc_due, length_due
 
-    def next_step(self, kv, running: list, waiting: list):
+    def next_step(self, kv, running: list, can_admit: bool):
         """(requests, starts) of the next steady step, or None: the full loop must plan
         it (and, after it, this plan is dropped). Allocates the rows that fall due."""
         requests = self.requests
-        if waiting or len(running) != len(requests):
+        if can_admit or len(running) != len(requests):
             return None
         if self._alloc_due is None:
             self._work_out_dues()
