@@ -18,8 +18,9 @@ perplexity_text.txt, 2,733 tokens with SmolLM2's tokenizer):
     activations too; and the largest |key| or |value| cached (E4M3 saturates at 448).
 
 ``--float-model DIR`` measures (b), (c) and the FP8 cache of (d) instead on a bf16
-checkpoint that never went through 4-bit: the small Llama benchmarks/cpu/train_float_model.py trains on this machine
-(the stdlib's source; 4.2M parameters, groups of 128 fit its layers). Perplexity over
+checkpoint that never went through 4-bit: the small Llama that
+benchmarks/cpu/train_float_model.py trains on this machine (the stdlib's source; 4.2M
+parameters, groups of 128 fit its layers). Perplexity over
 windows of its training length (256 tokens) on two texts: the fixed English text above
 (prose, out of its domain) and the first 8,192 held-out tokens of its own corpus (code);
 transformers' perplexity on the same checkpoint and windows is the reference that our
@@ -163,10 +164,11 @@ def measure_float(model_dir: str, tokens: int | None = None) -> dict:
     refit = linear_method.REFIT_ROUNDS
     result = {"model": model_dir, "window": FLOAT_WINDOW}
     for name, ids in texts.items():
-        row = {"tokens": len(ids),
-               "ppl_transformers_fp32": round(windowed_perplexity(hf, ids, FLOAT_WINDOW, True), 4)}
+        reference = windowed_perplexity(hf, ids, FLOAT_WINDOW, hf=True)
+        row = {"tokens": len(ids), "ppl_transformers_fp32": round(reference, 4)}
         model.load_state_dict(state)
-        base = row["ppl_bf16"] = round(windowed_perplexity(model, ids, FLOAT_WINDOW), 4)
+        base = windowed_perplexity(model, ids, FLOAT_WINDOW)   # the ratios' (unrounded)
+        row["ppl_bf16"] = round(base, 4)
         for group, symmetric, rounds in ((128, False, refit), (128, False, 0),
                                          (128, True, refit), (64, False, refit),
                                          (32, False, refit)):
