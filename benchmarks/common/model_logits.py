@@ -2,6 +2,8 @@
 (no engine): what the format tests compare with transformers' logits."""
 from __future__ import annotations
 
+import math
+
 import torch
 
 from kubellm.runtime.attention import torch_backend
@@ -117,3 +119,24 @@ def perplexity(model: torch.nn.Module, ids: list[int],
     logits = prompt_logits(model, ids, kv_dtype)
     nll = torch.nn.functional.cross_entropy(logits[:-1], torch.tensor(ids[1:]))
     return float(torch.exp(nll))
+
+
+def windowed_perplexity(model, ids: list[int], window: int, hf: bool = False,
+                        kv_dtype: torch.dtype = torch.float32) -> float:
+    """exp(mean NLL) over consecutive windows of ``window`` tokens (the model was trained
+    on that length), each scored from its own start; ``hf``: a transformers model;
+    ``kv_dtype``: our model's cache (prompt_logits)."""
+    total, count = 0.0, 0
+    for start in range(0, len(ids) - 1, window):
+        chunk = ids[start:start + window]
+        if len(chunk) < 2:
+            break
+        if hf:
+            with torch.no_grad():
+                logits = model(torch.tensor([chunk])).logits[0].float()
+        else:
+            logits = prompt_logits(model, chunk, kv_dtype)
+        total += float(torch.nn.functional.cross_entropy(
+            logits[:-1], torch.tensor(chunk[1:]), reduction="sum"))
+        count += len(chunk) - 1
+    return math.exp(total / count)

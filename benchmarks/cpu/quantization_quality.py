@@ -34,14 +34,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from pathlib import Path
 
 import torch
 
 from benchmarks.common.model_logits import (dequantize_layers, kv_abs_max, load, perplexity,
-                                            prompt_logits, quantize_layers,
-                                            quantize_layers_fp8)
+                                            quantize_layers, quantize_layers_fp8,
+                                            windowed_perplexity)
 
 GROUP_SIZE = 64
 TEXT = Path(__file__).resolve().parent.parent / "common" / "perplexity_text.txt"
@@ -122,27 +121,6 @@ def measure(model_dir: str, limit: int | None = None) -> dict:
 
 FLOAT_WINDOW = 256          # train_float_model's sequence length
 FLOAT_HELD_OUT_TOKENS = 8192
-
-
-def windowed_perplexity(model, ids: list[int], window: int, hf: bool = False,
-                        kv_dtype: torch.dtype = torch.float32) -> float:
-    """exp(mean NLL) over consecutive windows of ``window`` tokens (the model was trained
-    on that length), each scored from its own start; ``hf``: a transformers model;
-    ``kv_dtype``: our model's cache (prompt_logits)."""
-    total, count = 0.0, 0
-    for start in range(0, len(ids) - 1, window):
-        chunk = ids[start:start + window]
-        if len(chunk) < 2:
-            break
-        if hf:
-            with torch.no_grad():
-                logits = model(torch.tensor([chunk])).logits[0].float()
-        else:
-            logits = prompt_logits(model, chunk, kv_dtype)
-        total += float(torch.nn.functional.cross_entropy(
-            logits[:-1], torch.tensor(chunk[1:]), reduction="sum"))
-        count += len(chunk) - 1
-    return math.exp(total / count)
 
 
 def measure_float(model_dir: str, tokens: int | None = None) -> dict:

@@ -30,6 +30,8 @@ from pathlib import Path
 
 import torch
 
+from benchmarks.common.model_logits import windowed_perplexity
+
 HELD_OUT_EVERY = 20
 VOCAB = 4096
 SHAPE = dict(hidden_size=256, intermediate_size=768, num_hidden_layers=4,
@@ -68,15 +70,6 @@ def train_tokenizer(text: str, out: Path):
                                    bos_token="<|endoftext|>")
     fast.save_pretrained(out)
     return fast
-
-
-@torch.no_grad()
-def held_out_perplexity(model, ids: torch.Tensor, seq: int) -> float:
-    model.eval()
-    windows = ids[: len(ids) // seq * seq].view(-1, seq)[:64]
-    losses = [float(model(w[None], labels=w[None]).loss) for w in windows]
-    model.train()
-    return math.exp(sum(losses) / len(losses))
 
 
 def main() -> int:
@@ -124,7 +117,8 @@ def main() -> int:
             log.append({"step": step, "loss": round(loss.item(), 4),
                         "seconds": round(time.time() - started)})
             print(json.dumps(log[-1]), flush=True)
-    ppl = held_out_perplexity(model, held_ids, args.seq)
+    model.eval()     # the first 64 held-out windows, each from its own start
+    ppl = windowed_perplexity(model, held_ids[:64 * args.seq].tolist(), args.seq, hf=True)
     model.to(torch.bfloat16).save_pretrained(out, safe_serialization=True)
     summary = {"files": args.files, "steps": args.steps, "batch": args.batch, "seq": args.seq,
                "training_tokens_seen": args.steps * args.batch * args.seq,
