@@ -49,11 +49,23 @@ class OutputProcessor:
         self.max_model_len = max_model_len
         self.groups: dict[str, Group] = {}      # user requests not yet reported finished
         self.generation_tokens_total = 0
-        # set by a consumer that sends deltas (the engine core: its DeltaEncoder): a hot
-        # row in the encoder's steady state is then reported as its compact delta (a
-        # list, what DeltaEncoder.encode would give), not as a RequestOutput built only
-        # to be compared field by field and dropped
-        self.delta_encoder = None
+        self._delta_encoder = None
+
+    @property
+    def delta_encoder(self):
+        """Set by a consumer that sends deltas (the engine core: its DeltaEncoder): a hot
+        row in the encoder's steady state is then reported as its compact delta (a list,
+        what DeltaEncoder.encode would give), not as a RequestOutput built only to be
+        compared field by field and dropped."""
+        return self._delta_encoder
+
+    @delta_encoder.setter
+    def delta_encoder(self, encoder) -> None:
+        # the rows' steady deltas hold the old encoder's counts: none carries over
+        for group in self.groups.values():
+            for seq in group.sequences:
+                seq.steady_delta = None
+        self._delta_encoder = encoder
 
     def process(self, progressed: list[Request], logprobs: dict,
                 prompt_logprobs: dict | None = None) -> list[RequestOutput | list]:
@@ -73,8 +85,22 @@ class OutputProcessor:
         new = object.__new__        # the hot row's constructor (below)
         # the delta encoder's per-request states, read and advanced in the loop (a method
         # call per row cost as much as the objects it saves)
-        sent_of = self.delta_encoder.sent_states.get if self.delta_encoder else None
+        sent_of = self._delta_encoder.sent_states.get if self._delta_encoder else None
         for seq in progressed:
+            steady = seq.steady_delta
+            if steady is not None:
+                # a row that went out as a compact delta last time it landed, with the
+                # same metrics dict (none since: a preemption drops it): only its new
+                # token can stop it, by EOS or by length. A finished or aborted row
+                # never gets here (on_result drops it), so its group needs no look-up
+                metrics, request_id, tokens, counts, limit, checks_eos = steady
+                if metrics is seq.output_metrics and len(tokens) < limit \
+                        and not (checks_eos and tokens[-1] in eos):
+                    num_sent = counts.get("token_ids", 0)
+                    counts["token_ids"] = len(tokens)
+                    outputs.append([request_id, tokens[num_sent:]])
+                    continue
+                seq.steady_delta = None
             if seq.first_token_time is None:
                 seq.first_token_time = now
             if seq.logprobs is not None:
@@ -107,6 +133,13 @@ class OutputProcessor:
                                 counts["token_ids"] = len(tokens)
                             # output_delta's compact form: [request id, new token ids]
                             outputs.append([group.request_id, tokens[num_sent:]])
+                            # the lengths of both lists grow together: the model-length
+                            # limit counted in output tokens
+                            seq.steady_delta = (
+                                metrics, group.request_id, tokens, counts,
+                                min(seq.max_tokens,
+                                    max_len - len(seq.all_token_ids) + len(tokens)),
+                                not params.ignore_eos)
                             continue
                     # the output, its completion and its token view built field by
                     # field on object.__new__, not through their __init__ (a Python

@@ -57,6 +57,11 @@ class Request:
     # values hold; None: build anew (the scheduler resets it when it preempts the request,
     # since num_preemptions changes). Never mutated once built
     output_metrics: dict | None = None
+    # while its outputs go out as compact deltas (OutputProcessor, with a delta encoder):
+    # (metrics dict, request id, output token ids, the encoder's sent counts, the output
+    # length at which it stops, whether EOS may stop it). What the hot row checks each
+    # step, minus what cannot change while the metrics dict holds
+    steady_delta: tuple | None = None
 
     def __post_init__(self):
         if not self.all_token_ids:
