@@ -59,8 +59,8 @@ class SchedulerOutput:
     ``samples``. ``scheduled`` gives the same rows as ScheduledRequest objects, built on
     each read (a tuple: changing it would change nothing), for the paths that are not
     hot; assigning it replaces the rows."""
-    __slots__ = ("has_special", "num_new_tokens", "preempted", "requests", "samples",
-                 "starts")
+    __slots__ = ("has_special", "is_steady", "num_new_tokens", "preempted", "requests",
+                 "samples", "starts")
 
     def __init__(self, scheduled: Iterable[ScheduledRequest] = (),
                  preempted: list[Request] | None = None, has_special: bool = True):
@@ -69,6 +69,8 @@ class SchedulerOutput:
         # False when no request alive asks for per-request logits work (constraints,
         # prompt logprobs): the model runner and sampler then skip looking for it
         self.has_special = has_special
+        # planned by the steady decode plan: every row one token, every row samples
+        self.is_steady = False
 
     @property
     def scheduled(self) -> tuple[ScheduledRequest, ...]:
@@ -78,6 +80,7 @@ class SchedulerOutput:
     @scheduled.setter
     def scheduled(self, entries: Iterable[ScheduledRequest]) -> None:
         entries = list(entries)
+        self.is_steady = False
         self.requests = [s.request for s in entries]
         self.num_new_tokens = [s.num_new_tokens for s in entries]
         self.starts = [s.start for s in entries]
@@ -174,6 +177,7 @@ class Scheduler:
                 out.requests, out.starts = rows
                 n = len(out.requests)
                 out.num_new_tokens, out.samples = [1] * n, [True] * n
+                out.is_steady = True
                 self.iteration_tokens.observe(n)
                 return out
             self._steady = None
@@ -239,6 +243,14 @@ class Scheduler:
     def on_launch(self, out: SchedulerOutput) -> None:
         """The step is queued on the device: count its tokens as computed and its samples
         as pending, so that the next step can be planned before they come back."""
+        if out.is_steady:   # the same, knowing each row is one token that samples
+            for request, start in zip(out.requests, out.starts):
+                request.num_computed_tokens = start + 1
+                request.num_pending_tokens += 1
+            if self.policy == "timeslice":   # the only reader of steps_in_slice
+                for request in out.requests:
+                    request.steps_in_slice += 1
+            return
         for request, start, num_new, samples in zip(out.requests, out.starts,
                                                     out.num_new_tokens, out.samples):
             request.num_computed_tokens = start + num_new
