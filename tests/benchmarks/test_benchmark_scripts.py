@@ -20,13 +20,19 @@ def test_workload_w_smoke_writes_figures(tmp_path):
     assert (tmp_path / "throughput_vs_batch_context.png").stat().st_size > 1000
 
 
-def test_host_profile_smoke_writes_both_modes(tmp_path):
+@pytest.mark.parametrize("core_encoding", [False, True])
+def test_host_profile_smoke_writes_both_modes(tmp_path, core_encoding):
     run_module("benchmarks.gpu.host_profile", "--smoke", "--layers", 1, "--batch", 4,
-               "--context", 16, "--steps", 4, "--out", tmp_path)
+               "--context", 16, "--steps", 4, "--out", tmp_path,
+               *(["--core-encoding"] if core_encoding else []))
     results = json.loads((tmp_path / "host_profile_llama3-8b_1l.json").read_text())
     assert [r["async_scheduling"] for r in results] == [False, True]
     for r in results:
         assert is_figure(r["step_ms"]) and is_figure(r["host_ms"])
+        assert ("core_ms" in r) == core_encoding
+        if core_encoding:
+            assert is_figure(r["core_encode_ms"])
+            assert r["core_ms"] == pytest.approx(r["host_ms"] + r["core_encode_ms"], abs=2e-3)
     # a profile report; which functions make its top lines depends on the machine's load
     report = (tmp_path / "host_profile_async_True.txt").read_text()
     assert "function calls" in report and "Ordered by" in report
