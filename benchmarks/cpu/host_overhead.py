@@ -47,6 +47,10 @@ def main() -> int:
                     help="prompts of random lengths in [context/2, 3*context/2) instead of "
                          "all --context long (rows cross KV block boundaries in different "
                          "steps, as in serving)")
+    ap.add_argument("--output-spread", action="store_true",
+                    help="max_tokens of random lengths in [steps/4, 2*steps) instead of "
+                         "all past --steps (requests finish along the run: the batch "
+                         "shrinks, as when serving under a light load)")
     ap.add_argument("--no-steady-decode", action="store_true",
                     help="the scheduler's full loop every step (its steady decode plan "
                          "off: core/steady_decode.py)")
@@ -99,8 +103,14 @@ def main() -> int:
                             detokenize=False, output_kind=args.output_kind)
     lengths = [rng.randrange(args.context // 2, longest) if args.context_spread
                else args.context for _ in range(args.batch)]
-    fill_until_decoding(engine, {str(i): [rng.randrange(3, 1000) for _ in range(n)]
-                                 for i, n in enumerate(lengths)}, params)
+    prompts = {str(i): [rng.randrange(3, 1000) for _ in range(n)]
+               for i, n in enumerate(lengths)}
+    if args.output_spread:   # one SamplingParams per request (fill_until_decoding: one)
+        for request_id, prompt in prompts.items():
+            engine.add_request(request_id, prompt, params.clone(
+                max_tokens=rng.randrange(max(2, args.steps // 4), 2 * args.steps)))
+        prompts = {}
+    fill_until_decoding(engine, prompts, params)
     profiler = None
     if args.profile:
         import cProfile
@@ -132,7 +142,7 @@ def main() -> int:
         import pstats
         pstats.Stats(profiler).sort_stats(args.sort).print_stats(args.top)
     result = {"batch": args.batch, "context": args.context,
-              "context_spread": args.context_spread,
+              "context_spread": args.context_spread, "output_spread": args.output_spread,
               "steady_decode": getattr(engine.scheduler, "steady_decode", False),
               "output_kind": args.output_kind,
               "async_scheduling": engine.run_ahead,

@@ -16,12 +16,13 @@ def test_host_overhead_smoke_prints_figures():
         assert is_figure(result[key]), (key, result)
 
 
-def test_host_overhead_smoke_with_spread_contexts_and_the_full_loop():
+def test_host_overhead_smoke_with_spread_lengths_and_the_full_loop():
     for flags in ((), ("--no-steady-decode",)):
         proc = run_module("benchmarks.cpu.host_overhead", "--batch", 8, "--context", 32,
-                          "--steps", 20, "--context-spread", "--clock", "cpu", *flags)
+                          "--steps", 20, "--context-spread", "--output-spread", "--clock",
+                          "cpu", *flags)
         result = json.loads(proc.stdout.strip().splitlines()[-1])
-        assert result["context_spread"] is True
+        assert result["context_spread"] is True and result["output_spread"] is True
         assert result["steady_decode"] is (not flags)
         assert is_figure(result["schedule_ms"]) and is_figure(result["host_ms"]), result
 

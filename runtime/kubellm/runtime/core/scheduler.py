@@ -152,6 +152,8 @@ class Scheduler:
             return
         if request in self.running:
             self.running.remove(request)
+            if self._steady is not None and not self._steady.drop(request):
+                self._steady = None
         elif request in self.waiting:
             self.waiting.remove(request)
         self._free(request)
