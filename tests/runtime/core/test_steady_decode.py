@@ -45,6 +45,8 @@ class Run:
         self.steady_steps = 0
         self.shrunk_steps = 0   # steady steps with fewer rows than the step before
         self.last_rows = 0
+        self.last_tables = None       # the step before's rows and their block tables
+        self.same_tables_steps = 0
         self.handed_out: dict[int, tuple] = {}   # id(out) -> its rows when planned
 
     def add(self, rid: str, prompt: list[int], max_tokens: int, priority: int, t: float):
@@ -76,6 +78,13 @@ class Run:
             self.steady_steps += 1
             self.shrunk_steps += len(out.requests) < self.last_rows
         self.last_rows = len(out.requests)
+        # same_tables promises the step before's rows and tables, row for row
+        tables_now = [(r.request_id, tuple(self.s.kv.block_table(r.request_id)))
+                      for r in out.requests]
+        if out.same_tables:
+            assert tables_now == self.last_tables
+            self.same_tables_steps += 1
+        self.last_tables = tables_now
         self.handed_out[id(out)] = (list(out.requests), list(out.starts))
         row = (tuple((r.request_id, start, n, samples) for r, start, n, samples in zip(
             out.requests, out.starts, out.num_new_tokens, out.samples)),
@@ -137,7 +146,7 @@ def drive(seed: int, policy: str, num_blocks: int, prefix_caching: bool,
 @pytest.mark.parametrize("policy", ["fcfs", "priority", "timeslice"])
 @pytest.mark.parametrize("prefix_caching", [True, False])
 def test_steady_steps_plan_what_the_full_loop_plans(async_scheduling, policy, prefix_caching):
-    shrunk = 0
+    shrunk = same_tables = 0
     for seed in range(10):
         # 60 blocks of 4 tokens: preemptions; 400: none; a batch of 4: full, with a queue
         for num_blocks, max_seqs in ((60, 12), (400, 12), (400, 4)):
@@ -146,10 +155,12 @@ def test_steady_steps_plan_what_the_full_loop_plans(async_scheduling, policy, pr
             assert full.steady_steps == 0
             assert steady.s.num_preemptions == full.s.num_preemptions
             shrunk += steady.shrunk_steps
+            same_tables += steady.same_tables_steps
     # the steady path planned a good part of the steps (else this compares nothing),
     # and went on after requests had left its rows
     assert steady.steady_steps > 50, steady.steady_steps
     assert shrunk > 20, shrunk
+    assert same_tables > 100, same_tables
 
 
 def test_a_pool_too_small_for_the_next_block_hands_the_step_to_the_full_loop():

@@ -31,6 +31,20 @@ def test_decode_steps_rewrite_only_the_rows_that_grew():
     assert builder.rebuilds == 1 and builder.rows_written == 1
 
 
+def test_the_same_list_said_unchanged_returns_the_matrix_as_it_is():
+    """``unchanged`` with the very list of the last call skips the pass over the rows
+    (what it returns for a list changed meanwhile shows that no pass was made); with
+    another list, or ``rows``, the rows are checked as always."""
+    tables = [[i * 100 + j for j in range(4)] for i in range(8)]
+    builder = BlockTableArray()
+    check(builder, tables)
+    tables[3].append(999)     # a caller breaking the promise: the old matrix comes back
+    assert np.array_equal(builder.build(tables, unchanged=True), fresh(tables)[:, :4])
+    copy = [list(t) for t in tables]
+    assert np.array_equal(builder.build(copy, unchanged=True), fresh(tables))
+    assert np.array_equal(builder.build(copy, np.arange(8), unchanged=True), fresh(tables))
+
+
 def test_a_request_allocated_again_is_seen_even_at_the_same_length():
     tables = [[1, 2, 3], [4, 5, 6]]
     builder = BlockTableArray()

@@ -29,7 +29,8 @@ _ADD_ONE = (1).__add__
 class SteadyDecode:
     """The rows of the last full step that scheduled every running request for one token,
     and when each of them next needs the full loop."""
-    __slots__ = ("requests", "starts", "step", "_alloc_due", "_length_due", "_leaving")
+    __slots__ = ("requests", "starts", "step", "_alloc_due", "_length_due", "_leaving",
+                 "_rows_changed")
 
     def __init__(self, requests: list, starts: list[int]):
         self.requests = requests          # the rows, in the step's order
@@ -42,6 +43,9 @@ class SteadyDecode:
         # rows left out of the last step planned: their last token was in flight, and
         # they finish when it lands (the full loop leaves such a row out too)
         self._leaving: set = set()
+        # rows dropped or left out since the last step planned: its block tables, row for
+        # row, are not this step's
+        self._rows_changed = False
 
     @classmethod
     def after(cls, out, running: list, can_admit: bool) -> SteadyDecode | None:
@@ -88,11 +92,14 @@ class SteadyDecode:
         # new lists: the old ones may be a launched step's output (requests and starts)
         self.requests = self.requests[:position] + self.requests[position + 1:]
         self.starts = self.starts[:position] + self.starts[position + 1:]
+        self._rows_changed = True
         return True
 
     def next_step(self, kv, running: list, can_admit: bool):
-        """(requests, starts) of the next steady step, or None: the full loop must plan
-        it (and, after it, this plan is dropped). Allocates the rows that fall due."""
+        """(requests, starts, same_tables) of the next steady step, or None: the full loop
+        must plan it (and, after it, this plan is dropped). Allocates the rows that fall
+        due. ``same_tables``: the step's rows and their block tables are the step
+        before's, row for row and unchanged (no row left, none got a block)."""
         # a row left out of the last step that did not finish when its last token landed
         # is the full loop's to judge
         if can_admit or self._leaving or len(running) != len(self.requests):
@@ -104,6 +111,7 @@ class SteadyDecode:
         if ending and not self._leave_out(ending):
             return None
         rows = self._alloc_due.pop(step, None)
+        grew = False
         if rows:
             allocate, noop_tokens = kv.allocate, kv.num_noop_tokens
             # in the step's order, as the full loop allocates: the same blocks to the same
@@ -114,14 +122,18 @@ class SteadyDecode:
                 if request.status is FINISHED or request in leaving:
                     continue   # left the plan
                 end = request.num_computed_tokens + 1
-                if allocate(request.request_id, request.all_token_ids, end) is None:
+                new = allocate(request.request_id, request.all_token_ids, end)
+                if new is None:
                     return None   # the full loop preempts (and drops this plan)
+                grew = grew or bool(new)
                 request.num_kv_noop_tokens = noop = noop_tokens(request.request_id)
                 _add(self._alloc_due, max(step + 1, step + noop - end + 1), position,
                      request)
         self.step = step
         self.starts = list(map(_ADD_ONE, self.starts))
-        return list(self.requests), self.starts
+        same_tables = not (grew or self._rows_changed)
+        self._rows_changed = False
+        return list(self.requests), self.starts, same_tables
 
     def _leave_out(self, ending: list) -> bool:
         """Leave out of this step the rows due to reach their last token, as the full loop
@@ -143,6 +155,7 @@ class SteadyDecode:
             self.requests = list(map(self.requests.__getitem__, kept))
             self.starts = list(map(self.starts.__getitem__, kept))
             self._leaving = leaving
+            self._rows_changed = True
         return True
 
 

@@ -72,6 +72,7 @@ class LLMEngine(EngineLifecycle):
         # async scheduling: the step launched last, its samples not yet on the host
         self.run_ahead = config.async_scheduling and hasattr(executor, "launch")
         self._in_flight: tuple[SchedulerOutput, object] | None = None
+        self._last_tables: list[list[int]] | None = None   # the last step's (_block_tables)
         # structured outputs: xgrammar is imported and the vocabulary prepared on first use
         from kubellm.runtime.worker.grammar import LazyGrammarCompiler
         self.grammar = LazyGrammarCompiler(tokenizer, executor.vocab_size, eos_token_ids)
@@ -185,7 +186,7 @@ class LLMEngine(EngineLifecycle):
         out = self.scheduler.schedule()
         if out.is_empty:
             return []
-        tables = [self.kv.block_table(r.request_id) for r in out.requests]
+        tables = self._block_tables(out)
         t1 = time.perf_counter()
         sampled, logprobs, prompt_logprobs = self.executor.execute(out, tables)
         t2 = time.perf_counter()
@@ -222,7 +223,7 @@ class LLMEngine(EngineLifecycle):
         t2 = time.perf_counter()
         tabled = launched = t2
         if not out.is_empty:
-            tables = [self.kv.block_table(r.request_id) for r in out.requests]
+            tables = self._block_tables(out)
             tabled = time.perf_counter()
             handle = self.executor.launch(out, tables, in_flight[1] if in_flight else None)
             launched = time.perf_counter()
@@ -249,6 +250,15 @@ class LLMEngine(EngineLifecycle):
         self.timings["postprocess_s"] -= waited   # the caller counts the whole landing
         return self.output.process(self.scheduler.on_result(out, sampled), logprobs,
                                    prompt_logprobs)
+
+    def _block_tables(self, out: SchedulerOutput) -> list[list[int]]:
+        """The step's block tables, row for row. The very list of the step before when the
+        scheduler says nothing in it changed (``same_tables``): no list built, and the
+        model runner takes its matrix as it is (BlockTableArray.build)."""
+        if out.same_tables and self._last_tables is not None:
+            return self._last_tables
+        self._last_tables = [self.kv.block_table(r.request_id) for r in out.requests]
+        return self._last_tables
 
     @staticmethod
     def _needs_landed_tokens(out: SchedulerOutput) -> bool:

@@ -26,25 +26,35 @@ SPARE_COLUMNS = 8        # blocks a table may grow by before the matrix is built
 
 class BlockTableArray:
     def __init__(self):
+        self._source: list | None = None   # the list of tables the matrix was built from
+        self._width = 0
         self._lists: list[list[int]] = []
         self._lengths = np.zeros(0, np.int64)
         self._array = np.zeros((0, 0), np.int32)
         self.rebuilds = 0           # full builds, for the tests
         self.rows_written = 0       # rows written again since the last full build
 
-    def build(self, block_tables: list[list[int]],
-              rows: np.ndarray | None = None) -> np.ndarray:
+    def build(self, block_tables: list[list[int]], rows: np.ndarray | None = None,
+              unchanged: bool = False) -> np.ndarray:
         """[len(block_tables), width] int32 (width: the longest table), row i holding
         block_tables[i], zeros after. A view of this object's matrix: valid until the
         next call. ``rows``: the last call's row that each table continues, when the
-        caller knows (requests left or moved since): those rows are carried over."""
+        caller knows (requests left or moved since): those rows are carried over.
+
+        ``unchanged``: the caller knows these are the last call's tables, row for row, none
+        grown (the scheduler's SchedulerOutput.same_tables). With the very list of the
+        last call (the engine hands it on then) the matrix is returned as it is, without
+        a pass over the rows."""
+        if unchanged and rows is None and block_tables is self._source:
+            return self._array[:, :self._width]
+        self._source = block_tables
         n = len(block_tables)
         if rows is not None and len(self._lists):
             self._lists = list(map(self._lists.__getitem__, rows.tolist()))
             self._lengths = self._lengths[rows]
             self._array = self._array[rows]
         lengths = np.fromiter(map(len, block_tables), np.int64, n)
-        width = int(lengths.max()) if n else 0
+        width = self._width = int(lengths.max()) if n else 0
         array = self._array
         if len(self._lists) == n and width <= array.shape[1] and \
                 all(map(operator.is_, self._lists, block_tables)):

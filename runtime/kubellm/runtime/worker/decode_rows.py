@@ -92,7 +92,8 @@ class DecodeRows:
             src = np.array(sources, np.int64)
         positions = self._ends[src]
         bs = self.block_size
-        table = tables.build(block_tables, None if in_order else self._table_rows[src])
+        table = tables.build(block_tables, None if in_order else self._table_rows[src],
+                             unchanged=out.same_tables)
         rows = self.arange(n)
         slots = table[rows, positions // bs].astype(np.int64) * bs + positions % bs
         # every row samples and is late; ``rows`` is a view of the kept arange (no one
