@@ -46,7 +46,7 @@ class Run:
         self.shrunk_steps = 0   # steady steps with fewer rows than the step before
         self.last_rows = 0
         self.last_tables = None       # the step before's rows and their block tables
-        self.same_tables_steps = 0
+        self.same_tables_steps = self.same_rows_steps = 0
         self.handed_out: dict[int, tuple] = {}   # id(out) -> its rows when planned
 
     def add(self, rid: str, prompt: list[int], max_tokens: int, priority: int, t: float):
@@ -78,11 +78,14 @@ class Run:
             self.steady_steps += 1
             self.shrunk_steps += len(out.requests) < self.last_rows
         self.last_rows = len(out.requests)
-        # same_tables promises the step before's rows and tables, row for row
+        # same_rows promises the step before's rows, same_tables their tables too
         tables_now = [(r.request_id, tuple(self.s.kv.block_table(r.request_id)))
                       for r in out.requests]
+        if out.same_rows:
+            assert [rid for rid, _ in tables_now] == [rid for rid, _ in self.last_tables]
+            self.same_rows_steps += 1
         if out.same_tables:
-            assert tables_now == self.last_tables
+            assert out.same_rows and tables_now == self.last_tables
             self.same_tables_steps += 1
         self.last_tables = tables_now
         self.handed_out[id(out)] = (list(out.requests), list(out.starts))
@@ -146,7 +149,7 @@ def drive(seed: int, policy: str, num_blocks: int, prefix_caching: bool,
 @pytest.mark.parametrize("policy", ["fcfs", "priority", "timeslice"])
 @pytest.mark.parametrize("prefix_caching", [True, False])
 def test_steady_steps_plan_what_the_full_loop_plans(async_scheduling, policy, prefix_caching):
-    shrunk = same_tables = 0
+    shrunk = same_tables = same_rows = 0
     for seed in range(10):
         # 60 blocks of 4 tokens: preemptions; 400: none; a batch of 4: full, with a queue
         for num_blocks, max_seqs in ((60, 12), (400, 12), (400, 4)):
@@ -156,11 +159,12 @@ def test_steady_steps_plan_what_the_full_loop_plans(async_scheduling, policy, pr
             assert steady.s.num_preemptions == full.s.num_preemptions
             shrunk += steady.shrunk_steps
             same_tables += steady.same_tables_steps
+            same_rows += steady.same_rows_steps
     # the steady path planned a good part of the steps (else this compares nothing),
     # and went on after requests had left its rows
     assert steady.steady_steps > 50, steady.steady_steps
     assert shrunk > 20, shrunk
-    assert same_tables > 100, same_tables
+    assert same_rows > same_tables > 100, (same_rows, same_tables)
 
 
 def test_a_pool_too_small_for_the_next_block_hands_the_step_to_the_full_loop():

@@ -60,7 +60,7 @@ class SchedulerOutput:
     each read (a tuple: changing it would change nothing), for the paths that are not
     hot; assigning it replaces the rows."""
     __slots__ = ("has_special", "is_steady", "num_new_tokens", "preempted", "requests",
-                 "same_tables", "samples", "starts")
+                 "same_rows", "same_tables", "samples", "starts")
 
     def __init__(self, scheduled: Iterable[ScheduledRequest] = (),
                  preempted: list[Request] | None = None, has_special: bool = True):
@@ -71,10 +71,10 @@ class SchedulerOutput:
         self.has_special = has_special
         # planned by the steady decode plan: every row one token, every row samples
         self.is_steady = False
-        # the rows and their block tables are the step before's, row for row, unchanged
-        # (the steady plan knows: no row left, none got a block); the engine then hands
-        # the model runner the same list of tables again
-        self.same_tables = False
+        # the rows are the step before's, row for row (the steady plan knows: none left),
+        # so the engine hands the model runner the same list of block tables again (the
+        # KV manager grows each table in place); same_tables: and none grew
+        self.same_rows = self.same_tables = False
 
     @property
     def scheduled(self) -> tuple[ScheduledRequest, ...]:
@@ -84,7 +84,7 @@ class SchedulerOutput:
     @scheduled.setter
     def scheduled(self, entries: Iterable[ScheduledRequest]) -> None:
         entries = list(entries)
-        self.is_steady = self.same_tables = False
+        self.is_steady = self.same_rows = self.same_tables = False
         self.requests = [s.request for s in entries]
         self.num_new_tokens = [s.num_new_tokens for s in entries]
         self.starts = [s.start for s in entries]
@@ -99,7 +99,7 @@ class SchedulerOutput:
     def remove(self, request: Request) -> int:
         """Take ``request``'s row out; returns its number of new tokens."""
         i = next(i for i, r in enumerate(self.requests) if r is request)
-        self.same_tables = False
+        self.same_rows = self.same_tables = False
         num_new = self.num_new_tokens[i]
         for column in (self.requests, self.num_new_tokens, self.starts, self.samples):
             del column[i]
@@ -181,7 +181,7 @@ class Scheduler:
         if steady is not None:
             rows = steady.next_step(self.kv, self.running, self._can_admit())
             if rows is not None:     # the last step's rows, each one token further
-                out.requests, out.starts, out.same_tables = rows
+                out.requests, out.starts, out.same_rows, out.same_tables = rows
                 n = len(out.requests)
                 out.num_new_tokens, out.samples = [1] * n, [True] * n
                 out.is_steady = True

@@ -96,10 +96,11 @@ class SteadyDecode:
         return True
 
     def next_step(self, kv, running: list, can_admit: bool):
-        """(requests, starts, same_tables) of the next steady step, or None: the full loop
-        must plan it (and, after it, this plan is dropped). Allocates the rows that fall
-        due. ``same_tables``: the step's rows and their block tables are the step
-        before's, row for row and unchanged (no row left, none got a block)."""
+        """(requests, starts, same_rows, same_tables) of the next steady step, or None:
+        the full loop must plan it (and, after it, this plan is dropped). Allocates the
+        rows that fall due. ``same_rows``: the step's rows are the step before's (none
+        left); ``same_tables``: and none got a block, so their block tables are the step
+        before's, unchanged."""
         # a row left out of the last step that did not finish when its last token landed
         # is the full loop's to judge
         if can_admit or self._leaving or len(running) != len(self.requests):
@@ -131,9 +132,9 @@ class SteadyDecode:
                      request)
         self.step = step
         self.starts = list(map(_ADD_ONE, self.starts))
-        same_tables = not (grew or self._rows_changed)
+        same_rows = not self._rows_changed
         self._rows_changed = False
-        return list(self.requests), self.starts, same_tables
+        return list(self.requests), self.starts, same_rows, same_rows and not grew
 
     def _leave_out(self, ending: list) -> bool:
         """Leave out of this step the rows due to reach their last token, as the full loop

@@ -253,9 +253,10 @@ class LLMEngine(EngineLifecycle):
 
     def _block_tables(self, out: SchedulerOutput) -> list[list[int]]:
         """The step's block tables, row for row. The very list of the step before when the
-        scheduler says nothing in it changed (``same_tables``): no list built, and the
-        model runner takes its matrix as it is (BlockTableArray.build)."""
-        if out.same_tables and self._last_tables is not None:
+        scheduler says the rows are its rows (``same_rows``; the KV manager grows each
+        table in place): no list built, and when none grew (``same_tables``) the model
+        runner takes its matrix as it is (BlockTableArray.build)."""
+        if out.same_rows and self._last_tables is not None:
             return self._last_tables
         self._last_tables = [self.kv.block_table(r.request_id) for r in out.requests]
         return self._last_tables
