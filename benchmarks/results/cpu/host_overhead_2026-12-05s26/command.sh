@@ -20,3 +20,9 @@ ab ed76507 21e588b 3 -- --batch 256 --steps 256 --core-encoding --output-spread 
 ab 4c7a708 21e588b 3 -- --batch 256 --steps 256 --core-encoding > "$out/ab_4c7a708_21e588b.log" 2>&1
 ab 4c7a708 21e588b 3 -- --batch 256 --steps 256 --core-encoding --output-spread \
   > "$out/ab_4c7a708_21e588b_output_spread.log" 2>&1
+#  - 5806a91 (the same block tables handed on: same_rows / same_tables) against 21e588b,
+#    equal prompts (most steps: no table grows) and --context-spread (some row grows in
+#    most steps: only the list is saved)
+ab 21e588b 5806a91 3 -- --batch 256 --steps 256 --core-encoding > "$out/ab_21e588b_5806a91.log" 2>&1
+ab 21e588b 5806a91 3 -- --batch 256 --steps 256 --core-encoding --context-spread \
+  > "$out/ab_21e588b_5806a91_context_spread.log" 2>&1
