@@ -26,3 +26,7 @@ ab 4c7a708 21e588b 3 -- --batch 256 --steps 256 --core-encoding --output-spread 
 ab 21e588b 5806a91 3 -- --batch 256 --steps 256 --core-encoding > "$out/ab_21e588b_5806a91.log" 2>&1
 ab 21e588b 5806a91 3 -- --batch 256 --steps 256 --core-encoding --context-spread \
   > "$out/ab_21e588b_5806a91_context_spread.log" 2>&1
+#  - the session to its last code commit: 4c7a708 against 5806a91, both ways
+ab 4c7a708 5806a91 3 -- --batch 256 --steps 256 --core-encoding > "$out/ab_4c7a708_5806a91.log" 2>&1
+ab 4c7a708 5806a91 3 -- --batch 256 --steps 256 --core-encoding --output-spread \
+  > "$out/ab_4c7a708_5806a91_output_spread.log" 2>&1
