@@ -12,11 +12,13 @@ are known in advance per row, so they are kept by the step at which each falls d
 it.
 
 A step that falls due for KV blocks makes only those rows' KV calls (each row's every
-block_size steps, two with prefix caching). One that cannot allocate, or reaches a row's
-last token, hands the step back to the full loop, which preempts or skips as it always
-does. The rows' dues are
-worked out at the first steady step after a full one (a pass over the rows), not at the
-full step itself: when a request finishes every step or two, nothing is paid for them.
+block_size steps, two with prefix caching); one that cannot allocate hands the step back
+to the full loop, which preempts. A row whose last token is in flight is left out of the
+step, as the full loop leaves it out, and finishes when that token lands; without async
+scheduling nothing is in flight, and a due row still running hands the step back. The
+rows' dues are worked out at the first steady step after a full one (a pass over the
+rows), not at the full step itself: when plans end every step or two, nothing is paid
+for them.
 """
 from __future__ import annotations
 
