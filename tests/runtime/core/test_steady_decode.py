@@ -44,8 +44,7 @@ class Run:
         self.requests: dict[str, Request] = {}
         self.steady_steps = 0
         self.shrunk_steps = 0   # steady steps with fewer rows than the step before
-        self.last_rows = 0
-        self.last_tables = None       # the step before's rows and their block tables
+        self.last_tables = []         # the step before's rows and their block tables
         self.same_tables_steps = self.same_rows_steps = 0
         self.handed_out: dict[int, tuple] = {}   # id(out) -> its rows when planned
 
@@ -76,8 +75,7 @@ class Run:
         out = self.s.schedule()
         if plan is not None and self.s._steady is plan and plan.step == before + 1:
             self.steady_steps += 1
-            self.shrunk_steps += len(out.requests) < self.last_rows
-        self.last_rows = len(out.requests)
+            self.shrunk_steps += len(out.requests) < len(self.last_tables)
         # same_rows promises the step before's rows, same_tables their tables too
         tables_now = [(r.request_id, tuple(self.s.kv.block_table(r.request_id)))
                       for r in out.requests]
